@@ -1,0 +1,94 @@
+// iognn::build_graph and iognn::graph_stats: schemas and host implementations.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include "binding/utils.h"
+#include "core/graph.h"
+
+namespace iognn::torch_ext {
+namespace {
+
+constexpr const char* kBuild = "iognn::build_graph";
+
+EdgeIndexView edge_index_view(const at::Tensor& edge_index) {
+  EdgeIndexView v;
+  v.data = edge_index.data_ptr();
+  v.is_int64 = edge_index.scalar_type() == at::kLong;
+  v.num_edges = edge_index.size(1);
+  v.stride_row = edge_index.stride(0);
+  v.stride_edge = edge_index.stride(1);
+  return v;
+}
+
+}  // namespace
+
+using GraphTensors = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
+                                at::Tensor, at::Tensor>;
+
+GraphTensors build_graph_cpu(const at::Tensor& edge_index, int64_t num_src, int64_t num_dst,
+                             int64_t self_loops, bool force_int64) {
+  check_edge_index(edge_index, kBuild);
+  TORCH_CHECK_VALUE(self_loops >= 0 && self_loops <= 2, kBuild,
+                    ": self_loops must be 0 (keep), 1 (add remaining) or 2 (replace), got ",
+                    self_loops);
+  const auto view = edge_index_view(edge_index);
+  const auto mode = static_cast<SelfLoops>(self_loops);
+  const GraphSizes sz = translate_errors([&] { return plan_graph(view, num_src, num_dst, mode); });
+  const auto index_dtype = (force_int64 || !sz.fits_int32()) ? at::kLong : at::kInt;
+  const auto opts = edge_index.options().dtype(index_dtype);
+  at::Tensor rowptr = at::empty({sz.num_dst + 1}, opts), col = at::empty({sz.num_edges}, opts),
+             eid = at::empty({sz.num_edges}, opts), colptr = at::empty({sz.num_src + 1}, opts),
+             row = at::empty({sz.num_edges}, opts), csc2csr = at::empty({sz.num_edges}, opts),
+             edge_map = at::empty({sz.num_edges}, opts);
+  dispatch_index(index_dtype, kBuild, [&](auto tag) {
+    using I = typename decltype(tag)::type;
+    GraphArrays<I> out{ptr<I>(rowptr), ptr<I>(col),     ptr<I>(eid),     ptr<I>(colptr),
+                       ptr<I>(row),    ptr<I>(csc2csr), ptr<I>(edge_map)};
+    translate_errors([&] { ::iognn::build_graph_cpu<I>(view, sz, mode, out); });
+  });
+  return {rowptr, col, eid, colptr, row, csc2csr, edge_map};
+}
+
+// Degree statistics as a float64 vector: [max_in, max_out, mean_in, p50, p90, p99, isolated_dst,
+// log2 buckets...]. Host tensors only: the Python wrapper passes host copies of the two offset
+// vectors (num_nodes + 1 entries each), so this is cheap for graphs built on a GPU too.
+at::Tensor graph_stats_cpu(const at::Tensor& rowptr, const at::Tensor& colptr) {
+  constexpr const char* op = "iognn::graph_stats";
+  check_index_vector(rowptr, op, "rowptr");
+  check_index_vector(colptr, op, "colptr");
+  check_same_index_dtype(rowptr, colptr, op, "colptr");
+  TORCH_CHECK_VALUE(rowptr.numel() >= 1 && colptr.numel() >= 1, op,
+                    ": rowptr and colptr need at least one entry");
+  GraphStats st;
+  dispatch_index(rowptr.scalar_type(), op, [&](auto tag) {
+    using I = typename decltype(tag)::type;
+    st = compute_graph_stats<I>(cptr<I>(rowptr), rowptr.numel() - 1, cptr<I>(colptr),
+                                colptr.numel() - 1, nullptr, nullptr);
+  });
+  at::Tensor out = at::empty({7 + GraphStats::kBuckets}, rowptr.options().dtype(at::kDouble));
+  double* o = out.data_ptr<double>();
+  o[0] = double(st.max_in_degree);
+  o[1] = double(st.max_out_degree);
+  o[2] = st.mean_in_degree;
+  o[3] = double(st.p50_in_degree);
+  o[4] = double(st.p90_in_degree);
+  o[5] = double(st.p99_in_degree);
+  o[6] = double(st.num_isolated_dst);
+  for (int b = 0; b < GraphStats::kBuckets; ++b) o[7 + b] = double(st.in_degree_log2_buckets[b]);
+  return out;
+}
+
+TORCH_LIBRARY_FRAGMENT(iognn, m) {
+  m.def(
+      "build_graph(Tensor edge_index, int num_src, int num_dst, int self_loops=0, "
+      "bool force_int64=False) -> (Tensor rowptr, Tensor col, Tensor eid, Tensor colptr, "
+      "Tensor row, Tensor csc2csr, Tensor edge_map)");
+  m.def("graph_stats(Tensor rowptr, Tensor colptr) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(iognn, CPU, m) {
+  m.impl("build_graph", &build_graph_cpu);
+  m.impl("graph_stats", &graph_stats_cpu);
+}
+
+}  // namespace iognn::torch_ext

@@ -1,0 +1,137 @@
+// iognn::propagate (SpMM family): schemas, argument checks and host implementations.
+//
+// Forward:  propagate(rowptr, col, colptr, row, csc2csr, weight?, x, reduce) -> out [num_dst, F]
+// Backward: propagate_backward_x -> grad_x [num_src, F]   (transposed CSR gather)
+//           propagate_backward_weight -> grad_weight [E]   (sampled dense-dense product)
+// The transposed-CSR arguments of the forward are unused by it; they are part of the schema so the
+// autograd formula (registered from Python) can hand them to the backward ops.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include "binding/utils.h"
+#include "kernels/cpu/propagate.h"
+
+namespace iognn::torch_ext {
+namespace {
+
+cpu::PropagateReduce parse_reduce(c10::string_view reduce, const char* op) {
+  if (reduce == "sum") return cpu::PropagateReduce::kSum;
+  if (reduce == "mean") return cpu::PropagateReduce::kMean;
+  TORCH_CHECK_VALUE(false, op, ": reduce must be 'sum' or 'mean', got '", reduce, "'");
+}
+
+// Checks the CSR of a graph against features x [num_src, F] and an optional weight [E].
+void check_csr(const char* op, const at::Tensor& rowptr, const at::Tensor& col,
+               const std::optional<at::Tensor>& weight, const at::Tensor& x) {
+  check_index_vector(rowptr, op, "rowptr");
+  check_index_vector(col, op, "col");
+  check_same_index_dtype(rowptr, col, op, "col");
+  check_device(rowptr, x, op, "rowptr", "x");
+  check_device(col, x, op, "col", "x");
+  TORCH_CHECK_VALUE(rowptr.numel() >= 1, op, ": rowptr must have num_dst + 1 >= 1 entries");
+  check_dim(x, 2, op, "x");
+  if (weight) {
+    check_dim(*weight, 1, op, "edge_weight");
+    check_size(*weight, 0, col.numel(), op, "edge_weight", "entries");
+    check_dtype(*weight, acc_dtype(x.scalar_type()), op, "edge_weight");
+    check_device(*weight, x, op, "edge_weight", "x");
+  }
+}
+
+at::Tensor propagate_cpu(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& colptr,
+                         const at::Tensor& row, const at::Tensor& csc2csr,
+                         const std::optional<at::Tensor>& weight_in, const at::Tensor& x_in,
+                         c10::string_view reduce) {
+  constexpr const char* op = "iognn::propagate";
+  const auto red = parse_reduce(reduce, op);
+  check_csr(op, rowptr, col, weight_in, x_in);
+  check_size(x_in, 0, colptr.numel() - 1, op, "x", "rows (source nodes)");
+  const at::Tensor x = last_dim_contiguous(x_in);
+  const auto weight = weight_in ? std::optional<at::Tensor>(weight_in->contiguous()) : std::nullopt;
+  const int64_t num_dst = rowptr.numel() - 1, F = x.size(1);
+  at::Tensor out = at::empty({num_dst, F}, x.options());
+  if (out.numel() == 0) return out;
+  dispatch_float(x.scalar_type(), op, [&](auto ft) {
+    using T = typename decltype(ft)::type;
+    dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
+      using I = typename decltype(it)::type;
+      cpu::propagate_forward<T, I>(cptr<I>(rowptr), cptr<I>(col), optional_cptr<acc_t<T>>(weight),
+                                   cptr<T>(x), x.stride(0), num_dst, F, red, ptr<T>(out));
+    });
+  });
+  return out;
+}
+
+at::Tensor propagate_backward_x_cpu(const at::Tensor& colptr, const at::Tensor& row,
+                                    const at::Tensor& csc2csr, const at::Tensor& rowptr,
+                                    const std::optional<at::Tensor>& weight_in,
+                                    const at::Tensor& grad_out_in, c10::string_view reduce) {
+  constexpr const char* op = "iognn::propagate_backward_x";
+  const auto red = parse_reduce(reduce, op);
+  check_csr(op, colptr, row, weight_in, grad_out_in);
+  check_index_vector(csc2csr, op, "csc2csr", row.numel());
+  check_size(grad_out_in, 0, rowptr.numel() - 1, op, "grad_out", "rows (destination nodes)");
+  const at::Tensor grad_out = grad_out_in.contiguous();
+  const auto weight = weight_in ? std::optional<at::Tensor>(weight_in->contiguous()) : std::nullopt;
+  const int64_t num_src = colptr.numel() - 1, F = grad_out.size(1);
+  at::Tensor grad_x = at::empty({num_src, F}, grad_out.options());
+  if (grad_x.numel() == 0) return grad_x;
+  dispatch_float(grad_out.scalar_type(), op, [&](auto ft) {
+    using T = typename decltype(ft)::type;
+    dispatch_index(colptr.scalar_type(), op, [&](auto it) {
+      using I = typename decltype(it)::type;
+      cpu::propagate_backward_x<T, I>(cptr<I>(colptr), cptr<I>(row), cptr<I>(csc2csr),
+                                      cptr<I>(rowptr), optional_cptr<acc_t<T>>(weight),
+                                      cptr<T>(grad_out), num_src, F, red, ptr<T>(grad_x));
+    });
+  });
+  return grad_x;
+}
+
+at::Tensor propagate_backward_weight_cpu(const at::Tensor& rowptr, const at::Tensor& col,
+                                         const at::Tensor& grad_out_in, const at::Tensor& x_in,
+                                         c10::string_view reduce) {
+  constexpr const char* op = "iognn::propagate_backward_weight";
+  const auto red = parse_reduce(reduce, op);
+  check_csr(op, rowptr, col, std::nullopt, x_in);
+  check_dim(grad_out_in, 2, op, "grad_out");
+  check_size(grad_out_in, 0, rowptr.numel() - 1, op, "grad_out", "rows (destination nodes)");
+  check_size(grad_out_in, 1, x_in.size(1), op, "grad_out", "features");
+  const at::Tensor grad_out = grad_out_in.contiguous();
+  const at::Tensor x = last_dim_contiguous(x_in);
+  const int64_t num_dst = rowptr.numel() - 1, F = x.size(1);
+  at::Tensor grad_w = at::empty({col.numel()}, x.options().dtype(acc_dtype(x.scalar_type())));
+  if (grad_w.numel() == 0) return grad_w;
+  dispatch_float(x.scalar_type(), op, [&](auto ft) {
+    using T = typename decltype(ft)::type;
+    dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
+      using I = typename decltype(it)::type;
+      cpu::propagate_backward_weight<T, I>(cptr<I>(rowptr), cptr<I>(col), cptr<T>(grad_out),
+                                           cptr<T>(x), x.stride(0), num_dst, F, red,
+                                           ptr<acc_t<T>>(grad_w));
+    });
+  });
+  return grad_w;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(iognn, m) {
+  m.def(
+      "propagate(Tensor rowptr, Tensor col, Tensor colptr, Tensor row, Tensor csc2csr, "
+      "Tensor? weight, Tensor x, str reduce) -> Tensor");
+  m.def(
+      "propagate_backward_x(Tensor colptr, Tensor row, Tensor csc2csr, Tensor rowptr, "
+      "Tensor? weight, Tensor grad_out, str reduce) -> Tensor");
+  m.def(
+      "propagate_backward_weight(Tensor rowptr, Tensor col, Tensor grad_out, Tensor x, "
+      "str reduce) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(iognn, CPU, m) {
+  m.impl("propagate", &propagate_cpu);
+  m.impl("propagate_backward_x", &propagate_backward_x_cpu);
+  m.impl("propagate_backward_weight", &propagate_backward_weight_cpu);
+}
+
+}  // namespace iognn::torch_ext

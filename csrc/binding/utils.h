@@ -1,0 +1,96 @@
+// Shared helpers of the PyTorch binding: argument checks that name the argument, dtype dispatch onto
+// the core's storage types, and translation of core exceptions into Python exceptions.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include <string>
+#include <type_traits>
+
+#include "core/error.h"
+#include "core/numeric.h"
+
+namespace iognn::torch_ext {
+
+template <typename T>
+struct type_tag {
+  using type = T;
+};
+
+// Calls fn(type_tag<T>{}) with T the core storage type of `dtype` (float, double, half_t, bf16_t).
+template <typename Fn>
+void dispatch_float(at::ScalarType dtype, const char* op, Fn&& fn) {
+  switch (dtype) {
+    case at::kFloat: return fn(type_tag<float>{});
+    case at::kDouble: return fn(type_tag<double>{});
+    case at::kHalf: return fn(type_tag<half_t>{});
+    case at::kBFloat16: return fn(type_tag<bf16_t>{});
+    default: TORCH_CHECK_TYPE(false, op, ": unsupported feature dtype ", dtype,
+                              " (expected float32, float64, float16 or bfloat16)");
+  }
+}
+
+// Calls fn(type_tag<I>{}) with I = int32_t or int64_t.
+template <typename Fn>
+void dispatch_index(at::ScalarType dtype, const char* op, Fn&& fn) {
+  switch (dtype) {
+    case at::kInt: return fn(type_tag<int32_t>{});
+    case at::kLong: return fn(type_tag<int64_t>{});
+    default: TORCH_CHECK_TYPE(false, op, ": graph index tensors must be int32 or int64, got ", dtype);
+  }
+}
+
+// Pointer to a tensor's storage reinterpreted as the core type T.
+template <typename T>
+T* ptr(const at::Tensor& t) {
+  return reinterpret_cast<T*>(t.data_ptr());
+}
+template <typename T>
+const T* cptr(const at::Tensor& t) {
+  return reinterpret_cast<const T*>(t.data_ptr());
+}
+template <typename T>
+const T* optional_cptr(const std::optional<at::Tensor>& t) {
+  return t.has_value() ? cptr<T>(*t) : nullptr;
+}
+
+// The dtype edge weights and statistics are kept in for features of dtype `x`: fp32, or fp64 for fp64.
+inline at::ScalarType acc_dtype(at::ScalarType x) {
+  return x == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+// Runs fn, converting core exceptions into the matching c10 errors (IndexError, ValueError, ...).
+template <typename Fn>
+auto translate_errors(Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const iognn::IndexError& e) {
+    TORCH_CHECK_INDEX(false, e.what());
+  } catch (const iognn::ValueError& e) {
+    TORCH_CHECK_VALUE(false, e.what());
+  } catch (const iognn::DeviceError& e) {
+    TORCH_CHECK(false, e.what());
+  }
+}
+
+// Argument checks. `op` and `name` appear in the message: "iognn::propagate: x must be ...".
+void check_index_vector(const at::Tensor& t, const char* op, const char* name, int64_t size = -1);
+void check_same_index_dtype(const at::Tensor& a, const at::Tensor& b, const char* op,
+                            const char* name);
+void check_device(const at::Tensor& t, const at::Tensor& ref, const char* op, const char* name,
+                  const char* ref_name);
+// edge_index must be an int32/int64 tensor of shape [2, E] (any strides).
+void check_edge_index(const at::Tensor& edge_index, const char* op);
+void check_dim(const at::Tensor& t, int64_t dim, const char* op, const char* name);
+void check_size(const at::Tensor& t, int64_t d, int64_t size, const char* op, const char* name,
+                const char* what);
+void check_dtype(const at::Tensor& t, at::ScalarType dtype, const char* op, const char* name);
+
+// Returns t with a unit stride in its last dimension (a copy only when it does not have one).
+at::Tensor last_dim_contiguous(const at::Tensor& t);
+
+// Raises NotImplementedError for an op that has no kernel on this device yet.
+[[noreturn]] void not_implemented_on(const char* op, const at::Tensor& t);
+
+}  // namespace iognn::torch_ext

@@ -1,0 +1,14 @@
+"""iognn: IO-aware graph neural network layers for PyTorch.
+
+Importing the package loads the operator library ``iognn._C``, which registers the ``torch.ops.iognn``
+operators (CPU kernels always; CUDA kernels when the build has them).
+"""
+import torch  # noqa: F401  (torch's libraries must be loaded before iognn._C)
+
+from . import _C  # noqa: F401  (registers torch.ops.iognn.*)
+from .graph import Graph, SelfLoops
+from . import ops
+
+__version__ = "0.1.0"
+
+__all__ = ["Graph", "SelfLoops", "ops", "__version__"]

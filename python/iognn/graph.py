@@ -1,0 +1,248 @@
+"""``iognn.Graph``: an adjacency built once into the layouts every iognn op reads.
+
+A Graph holds the destination-major CSR (``rowptr``, ``col``, ``eid``), the source-major transposed
+CSR (``colptr``, ``row``) and the permutation between them (``csc2csr``), plus ``edge_map``, the
+input edge behind each (possibly self-loop-augmented) edge. ``edge_index[0]`` is the source j and
+``edge_index[1]`` the target i, as in PyG; ops aggregate over the in-edges of each target.
+See ``docs/graph.md`` for the full contract.
+"""
+from __future__ import annotations
+
+import enum
+from typing import Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+
+Size = Union[None, int, Tuple[int, int]]
+
+
+class SelfLoops(enum.IntEnum):
+    """How a Graph treats self-loops (the augmented edge order is PyG's in every mode).
+
+    KEEP: the input edges as they are. ADD_REMAINING: GCN's ``add_remaining_self_loops`` (non-loop
+    edges, then one loop per node; an existing loop keeps its value). REPLACE: GAT's
+    ``remove_self_loops`` + ``add_self_loops`` (non-loop edges, then one fresh loop per node).
+    """
+
+    KEEP = 0
+    ADD_REMAINING = 1
+    REPLACE = 2
+
+
+_INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+def _check_edge_index(edge_index: Tensor) -> None:
+    if not isinstance(edge_index, Tensor):
+        raise TypeError(f"edge_index must be a Tensor, got {type(edge_index).__name__}")
+    if edge_index.dtype not in _INDEX_DTYPES:
+        raise TypeError(f"edge_index must have dtype int32 or int64, got {edge_index.dtype}")
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ValueError(f"edge_index must have shape [2, num_edges], got {list(edge_index.shape)}")
+
+
+def _resolve_size(edge_index: Tensor, size: Size) -> Tuple[int, int]:
+    """(num_src, num_dst): given, or for a square graph one more than the largest index."""
+    if isinstance(size, (tuple, list)):
+        if len(size) != 2:
+            raise ValueError(f"num_nodes must be an int or a pair (num_src, num_dst), got {size}")
+        num_src, num_dst = (int(s) for s in size)
+    elif size is not None:
+        num_src = num_dst = int(size)
+    elif edge_index.numel() == 0:
+        num_src = num_dst = 0
+    else:
+        lo = int(edge_index.min())
+        if lo < 0:
+            raise IndexError(f"edge_index contains a negative node index ({lo})")
+        num_src = num_dst = int(edge_index.max()) + 1
+    if num_src < 0 or num_dst < 0:
+        raise ValueError(f"num_nodes must be non-negative, got ({num_src}, {num_dst})")
+    return num_src, num_dst
+
+
+class Graph:
+    """An adjacency prepared for iognn's kernels.
+
+    Args:
+        edge_index: ``[2, E]`` int32/int64 tensor (source row first), on the CPU or a GPU.
+        num_nodes: ``N`` for a square graph, ``(num_src, num_dst)`` for a bipartite one, or None
+            to infer ``N`` from the largest index (a device sync on GPU inputs).
+        self_loops: a :class:`SelfLoops` mode (default KEEP).
+        index_dtype: force ``torch.int64`` indices; by default int32 is used whenever every count
+            fits, int64 otherwise.
+    """
+
+    def __init__(self, edge_index: Tensor, num_nodes: Size = None,
+                 self_loops: Union[SelfLoops, int, str] = SelfLoops.KEEP,
+                 index_dtype: Optional[torch.dtype] = None):
+        from .adjacency import plain_edge_index  # EdgeIndex subclasses become plain tensors
+        edge_index = plain_edge_index(edge_index)
+        _check_edge_index(edge_index)
+        if isinstance(self_loops, str):
+            self_loops = SelfLoops[self_loops.upper()]
+        self.self_loops = SelfLoops(self_loops)
+        if index_dtype not in (None, torch.int32, torch.int64):
+            raise TypeError(f"index_dtype must be None, torch.int32 or torch.int64, got {index_dtype}")
+        num_src, num_dst = _resolve_size(edge_index, num_nodes)
+        (self.rowptr, self.col, self.eid, self.colptr, self.row, self.csc2csr,
+         self.edge_map) = torch.ops.iognn.build_graph(
+            edge_index, num_src, num_dst, int(self.self_loops), index_dtype == torch.int64)
+        self.num_src_nodes = num_src
+        self.num_dst_nodes = num_dst
+        self.num_input_edges = int(edge_index.size(1))
+        self.num_loops = (0 if self.self_loops == SelfLoops.KEEP else min(num_src, num_dst))
+        self._stats: Optional[dict] = None
+        self._csr_dst: Optional[Tensor] = None
+        self._edge_index: Optional[Tensor] = None
+
+    @classmethod
+    def from_adjacency(cls, adj, num_nodes: Size = None,
+                       self_loops: Union[SelfLoops, int, str] = SelfLoops.KEEP,
+                       index_dtype: Optional[torch.dtype] = None) -> Tuple["Graph", Optional[Tensor]]:
+        """Builds a Graph from any adjacency PyG accepts (see ``iognn.adjacency``).
+
+        Returns ``(graph, values)``: ``values`` are the edge values a sparse adjacency carries (in
+        input edge order), or None.
+        """
+        from .adjacency import to_edge_index
+        edge_index, size, values = to_edge_index(adj)
+        if num_nodes is None:
+            num_nodes = size
+        return cls(edge_index, num_nodes, self_loops, index_dtype), values
+
+    # ---- sizes and layout -------------------------------------------------------------------
+    @property
+    def num_edges(self) -> int:
+        """Number of (augmented) edges E'."""
+        return int(self.col.numel())
+
+    @property
+    def num_nodes(self) -> int:
+        """Number of nodes of a square graph (for a bipartite graph: the number of destinations)."""
+        return self.num_dst_nodes
+
+    @property
+    def size(self) -> Tuple[int, int]:
+        return (self.num_src_nodes, self.num_dst_nodes)
+
+    @property
+    def is_bipartite(self) -> bool:
+        return self.num_src_nodes != self.num_dst_nodes
+
+    @property
+    def device(self) -> torch.device:
+        return self.rowptr.device
+
+    @property
+    def index_dtype(self) -> torch.dtype:
+        return self.rowptr.dtype
+
+    def degree(self, direction: str = "in") -> Tensor:
+        """In-degree of every destination (``"in"``) or out-degree of every source (``"out"``)."""
+        if direction == "in":
+            return self.rowptr.diff()
+        if direction == "out":
+            return self.colptr.diff()
+        raise ValueError(f"direction must be 'in' or 'out', got {direction!r}")
+
+    @property
+    def csr_dst(self) -> Tensor:
+        """Destination of every CSR position (``[E']``), built on first use."""
+        if self._csr_dst is None:
+            self._csr_dst = torch.repeat_interleave(
+                torch.arange(self.num_dst_nodes, device=self.device, dtype=self.index_dtype),
+                self.degree("in"), output_size=self.num_edges)
+        return self._csr_dst
+
+    @property
+    def edge_index(self) -> Tensor:
+        """The augmented ``[2, E']`` int64 edge_index in PyG's order (what PyG returns with α)."""
+        if self._edge_index is None:
+            ei = torch.empty(2, self.num_edges, dtype=torch.int64, device=self.device)
+            eid = self.eid.long()
+            ei[0, eid] = self.col.long()
+            ei[1, eid] = self.csr_dst.long()
+            self._edge_index = ei
+        return self._edge_index
+
+    # ---- degree statistics ------------------------------------------------------------------
+    @property
+    def stats(self) -> dict:
+        """Degree statistics (computed once, from host copies of the two offset vectors)."""
+        if self._stats is None:
+            v = torch.ops.iognn.graph_stats(self.rowptr.cpu(), self.colptr.cpu()).tolist()
+            self._stats = {
+                "max_in_degree": int(v[0]), "max_out_degree": int(v[1]),
+                "mean_in_degree": v[2], "p50_in_degree": int(v[3]), "p90_in_degree": int(v[4]),
+                "p99_in_degree": int(v[5]), "isolated_dst": int(v[6]),
+                "in_degree_log2_buckets": [int(b) for b in v[7:]],
+                "symmetric": self._is_symmetric(),
+            }
+        return self._stats
+
+    def _is_symmetric(self) -> bool:
+        return (not self.is_bipartite and torch.equal(self.rowptr, self.colptr)
+                and torch.equal(self.col, self.row))
+
+    @property
+    def is_symmetric(self) -> bool:
+        """True when the edge multiset equals its transpose (undirected graphs)."""
+        return self.stats["symmetric"]
+
+    @property
+    def max_in_degree(self) -> int:
+        return self.stats["max_in_degree"]
+
+    # ---- edge values ------------------------------------------------------------------------
+    def augment_edge_values(self, values: Optional[Tensor], fill_value=1.0) -> Optional[Tensor]:
+        """Input-ordered edge values ``[E, ...]`` -> augmented-order values ``[E', ...]``.
+
+        Kept edges carry their own value. Added self-loops get ``fill_value``: a number or tensor, or
+        (GAT's rule) one of ``'add' | 'sum' | 'mean' | 'min' | 'max' | 'mul'``, the reduction of the
+        values of the node's incoming non-loop edges (0 for a node without any). With
+        ``SelfLoops.ADD_REMAINING`` a node's existing loop keeps its value.
+        """
+        if values is None or self.self_loops == SelfLoops.KEEP:
+            return values
+        if values.size(0) != self.num_input_edges:
+            raise ValueError(f"edge values have {values.size(0)} rows but the graph was built from "
+                             f"{self.num_input_edges} edges")
+        from .self_loops import augment_edge_values
+        return augment_edge_values(self, values, fill_value)
+
+    def csr_edge_values(self, values: Optional[Tensor]) -> Optional[Tensor]:
+        """Augmented-order edge values -> CSR order (what the ops read)."""
+        if values is None:
+            return None
+        if values.size(0) != self.num_edges:
+            raise ValueError(f"edge values have {values.size(0)} rows, expected {self.num_edges}")
+        return values.index_select(0, self.eid.long())
+
+    # ---- device movement --------------------------------------------------------------------
+    def to(self, device: Union[str, torch.device]) -> "Graph":
+        """A copy of this graph on `device` (self when it is already there)."""
+        device = torch.device(device)
+        if device == self.device:
+            return self
+        g = object.__new__(Graph)
+        g.__dict__.update(self.__dict__)
+        for name in ("rowptr", "col", "eid", "colptr", "row", "csc2csr", "edge_map"):
+            setattr(g, name, getattr(self, name).to(device))
+        g._csr_dst = None if self._csr_dst is None else self._csr_dst.to(device)
+        g._edge_index = None if self._edge_index is None else self._edge_index.to(device)
+        return g
+
+    def cpu(self) -> "Graph":
+        return self.to("cpu")
+
+    def cuda(self, device=None) -> "Graph":
+        return self.to(torch.device("cuda", device) if isinstance(device, int) else device or "cuda")
+
+    def __repr__(self) -> str:
+        size = (f"num_nodes={self.num_dst_nodes}" if not self.is_bipartite else
+                f"num_src_nodes={self.num_src_nodes}, num_dst_nodes={self.num_dst_nodes}")
+        loops = "" if self.self_loops == SelfLoops.KEEP else f", self_loops={self.self_loops.name}"
+        return (f"Graph({size}, num_edges={self.num_edges}{loops}, "
+                f"index_dtype={str(self.index_dtype).replace('torch.', '')}, device={self.device})")

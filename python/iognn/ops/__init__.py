@@ -1,0 +1,5 @@
+"""Functional iognn operators: each wraps a ``torch.ops.iognn`` op with argument handling, and the
+op's autograd formula and fake (meta) kernel are registered next to its wrapper."""
+from .propagate import gcn_norm, propagate
+
+__all__ = ["propagate", "gcn_norm"]

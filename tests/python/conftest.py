@@ -1,0 +1,98 @@
+"""Shared fixtures: graphs covering the edge cases every op is tested on, and the real datasets."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+import iognn  # noqa: F401  (loads the operator library)
+
+
+def data_dir() -> Path:
+    """Folder of the real datasets: $IOGNN_DATA, else ../shared/data beside the checkout."""
+    env = os.environ.get("IOGNN_DATA")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+def random_edge_index(num_src: int, num_dst: int, num_edges: int, generator: torch.Generator,
+                      dtype=torch.int64) -> torch.Tensor:
+    src = torch.randint(0, max(num_src, 1), (num_edges,), generator=generator)
+    dst = torch.randint(0, max(num_dst, 1), (num_edges,), generator=generator)
+    return torch.stack([src, dst]).to(dtype)
+
+
+def graph_cases():
+    """(name, edge_index, size) triples: size is N (square) or (num_src, num_dst) (bipartite).
+
+    Covers: empty graph, isolated nodes, self-loops, duplicate edges, a 5,000-in-edge super-node,
+    bipartite graphs, int32 and int64 indices, a non-contiguous edge_index.
+    """
+    g = torch.Generator().manual_seed(1234)
+    cases = []
+    cases.append(("empty", torch.empty(2, 0, dtype=torch.int64), 5))
+    cases.append(("no_nodes", torch.empty(2, 0, dtype=torch.int64), 0))
+    ei = random_edge_index(30, 30, 120, g)
+    cases.append(("random", ei, 30))
+    cases.append(("random_int32", ei.to(torch.int32), 30))
+    # Isolated nodes: only nodes < 10 have edges among 40.
+    cases.append(("isolated", random_edge_index(10, 10, 40, g), 40))
+    # Self-loops and duplicate edges (each edge repeated, plus loops on a few nodes).
+    base = random_edge_index(12, 12, 30, g)
+    loops = torch.arange(0, 12, 3).repeat(2, 1)
+    cases.append(("loops_duplicates", torch.cat([base, base[:, :10], loops, loops[:, :2]], 1), 12))
+    # Super-node: node 0 receives 5,000 edges.
+    hub_src = torch.randint(0, 600, (5000,), generator=g)
+    hub = torch.stack([hub_src, torch.zeros_like(hub_src)])
+    cases.append(("supernode", torch.cat([hub, random_edge_index(600, 600, 900, g)], 1), 600))
+    # Bipartite: 25 sources, 9 destinations (and the other way round).
+    cases.append(("bipartite", random_edge_index(25, 9, 70, g), (25, 9)))
+    cases.append(("bipartite_wide", random_edge_index(7, 31, 50, g, torch.int32), (7, 31)))
+    # Non-contiguous edge_index: every other column of a wider tensor.
+    wide = random_edge_index(20, 20, 160, g)
+    cases.append(("strided", wide[:, ::2], 20))
+    return cases
+
+
+GRAPH_CASES = graph_cases()
+
+
+@pytest.fixture(params=GRAPH_CASES, ids=[c[0] for c in GRAPH_CASES])
+def graph_case(request):
+    return request.param
+
+
+def sizes(size):
+    """(num_src, num_dst) of a case's size."""
+    return tuple(size) if isinstance(size, tuple) else (size, size)
+
+
+def tolerance(dtype):
+    """(rtol, atol) for comparing a result in `dtype` with an fp32/fp64 reference."""
+    return {
+        torch.float64: (1e-9, 1e-9),
+        torch.float32: (1e-4, 1e-5),
+        torch.float16: (1e-2, 1e-2),
+        torch.bfloat16: (3e-2, 3e-2),
+    }[dtype]
+
+
+def load_real_graph(name: str):
+    """(edge_index, x, y) of a real dataset through PyG's loaders; skips when the data is absent."""
+    from iognn.datasets import load_dataset  # the training CLI's loader
+    root = data_dir()
+    if not (root / name).exists():
+        pytest.skip(f"real dataset '{name}' not found under {root} (set IOGNN_DATA)")
+    data = load_dataset(name, root)
+    return data.edge_index, data.x, data.y
+
+
+def pytest_collection_modifyitems(config, items):
+    if not torch.cuda.is_available():
+        skip = pytest.mark.skip(reason="no CUDA device (these run in scripts/gpu_check.sh)")
+        for item in items:
+            if "cuda" in item.keywords:
+                item.add_marker(skip)
