@@ -7,7 +7,7 @@ from torch_geometric.utils import scatter
 import iognn
 from iognn.ops import gcn_norm, propagate
 
-from conftest import sizes, tolerance
+from conftest import GRAPH_CASES, sizes, tolerance
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 
@@ -82,12 +82,14 @@ def test_non_contiguous_features():
     torch.testing.assert_close(propagate(g, xt), reference(ei, xt, None, "sum", 40))
 
 
+SQUARE_CASES = [c for c in GRAPH_CASES if not isinstance(c[2], tuple)]  # GCN is square-only
+
+
 @pytest.mark.parametrize("improved", [False, True])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_gcn_norm_matches_pyg(graph_case, improved, weighted):
-    name, edge_index, size = graph_case
-    if isinstance(size, tuple):
-        pytest.skip("GCN normalisation is defined for square graphs only (PyG raises too)")
+@pytest.mark.parametrize("case", SQUARE_CASES, ids=[c[0] for c in SQUARE_CASES])
+def test_gcn_norm_matches_pyg(case, improved, weighted):
+    name, edge_index, size = case
     ei = edge_index.long()
     gen = torch.Generator().manual_seed(7)
     w = torch.rand(ei.size(1), generator=gen, dtype=torch.float64) if weighted else None
