@@ -1,0 +1,105 @@
+"""Segment reductions: PyG's sum / mean / min / max / var / std aggregations, fused.
+
+``segment_reduce(graph, x, reduce)`` aggregates the messages ``x_j = x[src]`` of the in-edges of
+every destination i (PyG's ``aggr(x[src], index=dst, dim_size=num_dst)``). Several reductions
+given together are computed in one pass over each CSR row (the MultiAggregation / PNA path); the
+results are concatenated along the last dimension in request order (``mode='cat'``).
+
+Semantics (PyG 2.8): a node without in-edges gets 0 for every reduction; ``mean = sum / deg``;
+``var = E[x^2] - E[x]^2`` (not Welford, may be slightly negative); ``std = sqrt(clamp(var, 1e-5))``
+set to 0 where ``<= sqrt(1e-5)``. Statistics accumulate in fp32 (fp64 for fp64).
+min / max: a NaN in a row gives NaN for that feature (torch.amax); among tied values the first edge
+in CSR order (smallest source id, then input order) wins and receives the whole gradient, whereas
+PyG's CPU path (``scatter_reduce``) splits the gradient evenly among tied elements. Values without
+ties get identical gradients.
+Backward: a deterministic gather over the transposed CSR (no atomics); the forward keeps the
+winning edge of min / max and the per-row mean of var / std so that nothing is recomputed.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import List, Union
+
+import torch
+from torch import Tensor
+
+from ._checks import acc_dtype, check_features
+
+REDUCES = ("sum", "mean", "min", "max", "var", "std")
+
+
+def _reduce_list(reduce: Union[str, Sequence[str]]) -> List[str]:
+    if isinstance(reduce, str):
+        names = [reduce]
+    elif isinstance(reduce, Sequence):
+        names = list(reduce)
+    else:
+        raise TypeError(f"reduce must be a str or a sequence of str, got {type(reduce).__name__}")
+    if not names:
+        raise ValueError("reduce must name at least one reduction")
+    for name in names:
+        if name not in REDUCES:
+            raise ValueError(f"reduce must be one or several of {REDUCES}, got {name!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"reduce names a reduction twice: {names}")
+    return names
+
+
+def segment_reduce(graph, x: Tensor, reduce: Union[str, Sequence[str]]) -> Tensor:
+    """Aggregates ``x[src]`` over the in-edges of every destination of ``graph``.
+
+    Args:
+        graph: an :class:`iognn.Graph`.
+        x: source features ``[num_src_nodes, F]`` (any row stride).
+        reduce: one of ``'sum'``, ``'mean'``, ``'min'``, ``'max'``, ``'var'``, ``'std'``, or a
+            sequence of distinct names computed together.
+    Returns:
+        ``[num_dst_nodes, K * F]`` in the dtype of ``x``, the K results concatenated in order.
+    """
+    names = _reduce_list(reduce)
+    check_features("x", x, graph, graph.num_src_nodes)
+    out, _, _, _ = torch.ops.iognn.segment_reduce(graph.rowptr, graph.col, graph.colptr, graph.row,
+                                                  graph.csc2csr, x, names)
+    return out
+
+
+# ---- registration: fake kernels and autograd -------------------------------------------------
+@torch.library.register_fake("iognn::segment_reduce")
+def _segment_reduce_fake(rowptr, col, colptr, row, csc2csr, x, reduces):
+    num_dst, F = rowptr.size(0) - 1, x.size(1)
+
+    def aux(present, like, dtype):
+        return like.new_empty((num_dst, F) if present else (0,), dtype=dtype)
+
+    out = x.new_empty(num_dst, len(reduces) * F)
+    arg_min = aux("min" in reduces, rowptr, rowptr.dtype)
+    arg_max = aux("max" in reduces, rowptr, rowptr.dtype)
+    mean = aux("var" in reduces or "std" in reduces, x, acc_dtype(x.dtype))
+    return out, arg_min, arg_max, mean
+
+
+@torch.library.register_fake("iognn::segment_reduce_backward")
+def _segment_reduce_backward_fake(colptr, row, csc2csr, rowptr, x, out, arg_min, arg_max, mean,
+                                  grad_out, reduces):
+    return x.new_empty(colptr.size(0) - 1, x.size(1))
+
+
+def _setup_context(ctx, inputs, output):
+    rowptr, col, colptr, row, csc2csr, x, reduces = inputs
+    out, arg_min, arg_max, mean = output
+    ctx.reduces = reduces
+    ctx.mark_non_differentiable(arg_min, arg_max, mean)
+    ctx.save_for_backward(rowptr, colptr, row, csc2csr, x, out, arg_min, arg_max, mean)
+
+
+def _backward(ctx, grad_out, _grad_arg_min, _grad_arg_max, _grad_mean):
+    rowptr, colptr, row, csc2csr, x, out, arg_min, arg_max, mean = ctx.saved_tensors
+    grad_x = None
+    if ctx.needs_input_grad[5]:
+        grad_x = torch.ops.iognn.segment_reduce_backward(colptr, row, csc2csr, rowptr, x, out,
+                                                         arg_min, arg_max, mean,
+                                                         grad_out.contiguous(), ctx.reduces)
+    return None, None, None, None, None, grad_x, None
+
+
+torch.library.register_autograd("iognn::segment_reduce", _backward, setup_context=_setup_context)
