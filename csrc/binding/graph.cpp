@@ -2,13 +2,19 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include "binding/graph_build.h"
 #include "binding/utils.h"
 #include "core/graph.h"
 
 namespace iognn::torch_ext {
-namespace {
 
-constexpr const char* kBuild = "iognn::build_graph";
+SelfLoops check_build_graph_args(const at::Tensor& edge_index, int64_t self_loops) {
+  check_edge_index(edge_index, kBuildGraph);
+  TORCH_CHECK_VALUE(self_loops >= 0 && self_loops <= 2, kBuildGraph,
+                    ": self_loops must be 0 (keep), 1 (add remaining) or 2 (replace), got ",
+                    self_loops);
+  return static_cast<SelfLoops>(self_loops);
+}
 
 EdgeIndexView edge_index_view(const at::Tensor& edge_index) {
   EdgeIndexView v;
@@ -20,33 +26,29 @@ EdgeIndexView edge_index_view(const at::Tensor& edge_index) {
   return v;
 }
 
-}  // namespace
+at::ScalarType graph_index_dtype(const GraphSizes& sz, bool force_int64) {
+  return (force_int64 || !sz.fits_int32()) ? at::kLong : at::kInt;
+}
 
-using GraphTensors = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
-                                at::Tensor, at::Tensor>;
+GraphTensors empty_graph_tensors(const GraphSizes& sz, const at::TensorOptions& opts) {
+  return {at::empty({sz.num_dst + 1}, opts), at::empty({sz.num_edges}, opts),
+          at::empty({sz.num_edges}, opts),   at::empty({sz.num_src + 1}, opts),
+          at::empty({sz.num_edges}, opts),   at::empty({sz.num_edges}, opts),
+          at::empty({sz.num_edges}, opts)};
+}
 
 GraphTensors build_graph_cpu(const at::Tensor& edge_index, int64_t num_src, int64_t num_dst,
                              int64_t self_loops, bool force_int64) {
-  check_edge_index(edge_index, kBuild);
-  TORCH_CHECK_VALUE(self_loops >= 0 && self_loops <= 2, kBuild,
-                    ": self_loops must be 0 (keep), 1 (add remaining) or 2 (replace), got ",
-                    self_loops);
-  const auto view = edge_index_view(edge_index);
-  const auto mode = static_cast<SelfLoops>(self_loops);
+  const SelfLoops mode = check_build_graph_args(edge_index, self_loops);
+  const EdgeIndexView view = edge_index_view(edge_index);
   const GraphSizes sz = translate_errors([&] { return plan_graph(view, num_src, num_dst, mode); });
-  const auto index_dtype = (force_int64 || !sz.fits_int32()) ? at::kLong : at::kInt;
-  const auto opts = edge_index.options().dtype(index_dtype);
-  at::Tensor rowptr = at::empty({sz.num_dst + 1}, opts), col = at::empty({sz.num_edges}, opts),
-             eid = at::empty({sz.num_edges}, opts), colptr = at::empty({sz.num_src + 1}, opts),
-             row = at::empty({sz.num_edges}, opts), csc2csr = at::empty({sz.num_edges}, opts),
-             edge_map = at::empty({sz.num_edges}, opts);
-  dispatch_index(index_dtype, kBuild, [&](auto tag) {
+  const at::ScalarType index_dtype = graph_index_dtype(sz, force_int64);
+  GraphTensors out = empty_graph_tensors(sz, edge_index.options().dtype(index_dtype));
+  dispatch_index(index_dtype, kBuildGraph, [&](auto tag) {
     using I = typename decltype(tag)::type;
-    GraphArrays<I> out{ptr<I>(rowptr), ptr<I>(col),     ptr<I>(eid),     ptr<I>(colptr),
-                       ptr<I>(row),    ptr<I>(csc2csr), ptr<I>(edge_map)};
-    translate_errors([&] { ::iognn::build_graph_cpu<I>(view, sz, mode, out); });
+    translate_errors([&] { ::iognn::build_graph_cpu<I>(view, sz, mode, graph_arrays<I>(out)); });
   });
-  return {rowptr, col, eid, colptr, row, csc2csr, edge_map};
+  return out;
 }
 
 // Degree statistics as a float64 vector: [max_in, max_out, mean_in, p50, p90, p99, isolated_dst,

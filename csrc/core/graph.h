@@ -26,11 +26,14 @@
 
 #include <cstdint>
 
+#include "core/numeric.h"  // IOGNN_HD: the view below is read by host and device code
+
 namespace iognn {
 
 enum class SelfLoops : int { kKeep = 0, kAddRemaining = 1, kReplace = 2 };
 
-// Read-only view of a [2, E] integer edge index with arbitrary element strides.
+// Read-only view of a [2, E] integer edge index with arbitrary element strides (host or device
+// memory: the accessors are callable from both).
 struct EdgeIndexView {
   const void* data = nullptr;
   bool is_int64 = true;
@@ -38,11 +41,11 @@ struct EdgeIndexView {
   int64_t stride_row = 0;   // elements between edge_index[0][k] and edge_index[1][k]
   int64_t stride_edge = 1;  // elements between edge_index[r][k] and edge_index[r][k+1]
 
-  int64_t src(int64_t k) const { return at(k * stride_edge); }
-  int64_t dst(int64_t k) const { return at(stride_row + k * stride_edge); }
+  IOGNN_HD int64_t src(int64_t k) const { return at(k * stride_edge); }
+  IOGNN_HD int64_t dst(int64_t k) const { return at(stride_row + k * stride_edge); }
 
  private:
-  int64_t at(int64_t off) const {
+  IOGNN_HD int64_t at(int64_t off) const {
     return is_int64 ? static_cast<const int64_t*>(data)[off]
                     : static_cast<const int32_t*>(data)[off];
   }
@@ -76,6 +79,16 @@ void infer_num_nodes(const EdgeIndexView& ei, int64_t* num_src, int64_t* num_dst
 // Validates every index against (num_src, num_dst) and counts the augmented edges. Throws
 // IndexError naming the first offending edge, ValueError on negative sizes.
 GraphSizes plan_graph(const EdgeIndexView& ei, int64_t num_src, int64_t num_dst, SelfLoops loops);
+
+// Pieces of plan_graph shared with the CUDA build (graph_cuda.h), so both report alike:
+// ValueError on a negative size or edge count.
+void check_graph_sizes(int64_t num_src, int64_t num_dst, int64_t num_edges);
+// IndexError for edge_index[row][k] = value, out of range for (num_src, num_dst).
+[[noreturn]] void throw_edge_out_of_range(int row, int64_t k, int64_t value, int64_t num_src,
+                                          int64_t num_dst);
+// Sizes of a validated graph whose input has `num_input_loops` self-loops.
+GraphSizes graph_sizes(int64_t num_src, int64_t num_dst, int64_t num_input_edges,
+                       int64_t num_input_loops, SelfLoops loops);
 
 // Fills the arrays of a planned graph on the host. Deterministic; O(E' + num_src + num_dst).
 template <typename index_t>

@@ -26,30 +26,46 @@ void infer_num_nodes(const EdgeIndexView& ei, int64_t* num_src, int64_t* num_dst
   *num_dst = md + 1;
 }
 
-GraphSizes plan_graph(const EdgeIndexView& ei, int64_t num_src, int64_t num_dst, SelfLoops loops) {
+void check_graph_sizes(int64_t num_src, int64_t num_dst, int64_t num_edges) {
   IOGNN_CHECK(num_src >= 0, ValueError, "num_src_nodes must be >= 0, got ", num_src);
   IOGNN_CHECK(num_dst >= 0, ValueError, "num_dst_nodes must be >= 0, got ", num_dst);
-  IOGNN_CHECK(ei.num_edges >= 0, ValueError, "edge_index has a negative edge count");
+  IOGNN_CHECK(num_edges >= 0, ValueError, "edge_index has a negative edge count");
+}
+
+void throw_edge_out_of_range(int row, int64_t k, int64_t value, int64_t num_src,
+                             int64_t num_dst) {
+  if (row == 0)
+    throw IndexError(detail::concat("edge_index[0][", k, "] = ", value, " is out of range for ",
+                                    num_src, " source nodes"));
+  throw IndexError(detail::concat("edge_index[1][", k, "] = ", value, " is out of range for ",
+                                  num_dst, " destination nodes"));
+}
+
+GraphSizes graph_sizes(int64_t num_src, int64_t num_dst, int64_t num_input_edges,
+                       int64_t num_input_loops, SelfLoops loops) {
   GraphSizes sz;
   sz.num_src = num_src;
   sz.num_dst = num_dst;
-  sz.num_input_edges = ei.num_edges;
+  sz.num_input_edges = num_input_edges;
+  if (loops == SelfLoops::kKeep) {
+    sz.num_edges = num_input_edges;
+  } else {
+    sz.num_loops = std::min(num_src, num_dst);
+    sz.num_edges = num_input_edges - num_input_loops + sz.num_loops;
+  }
+  return sz;
+}
+
+GraphSizes plan_graph(const EdgeIndexView& ei, int64_t num_src, int64_t num_dst, SelfLoops loops) {
+  check_graph_sizes(num_src, num_dst, ei.num_edges);
   int64_t self_loops = 0;
   for (int64_t k = 0; k < ei.num_edges; ++k) {
     const int64_t s = ei.src(k), d = ei.dst(k);
-    IOGNN_CHECK(s >= 0 && s < num_src, IndexError, "edge_index[0][", k, "] = ", s,
-                " is out of range for ", num_src, " source nodes");
-    IOGNN_CHECK(d >= 0 && d < num_dst, IndexError, "edge_index[1][", k, "] = ", d,
-                " is out of range for ", num_dst, " destination nodes");
+    if (s < 0 || s >= num_src) throw_edge_out_of_range(0, k, s, num_src, num_dst);
+    if (d < 0 || d >= num_dst) throw_edge_out_of_range(1, k, d, num_src, num_dst);
     self_loops += (s == d);
   }
-  if (loops == SelfLoops::kKeep) {
-    sz.num_edges = ei.num_edges;
-  } else {
-    sz.num_loops = std::min(num_src, num_dst);
-    sz.num_edges = ei.num_edges - self_loops + sz.num_loops;
-  }
-  return sz;
+  return graph_sizes(num_src, num_dst, ei.num_edges, self_loops, loops);
 }
 
 namespace {

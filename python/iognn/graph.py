@@ -42,6 +42,26 @@ def _check_edge_index(edge_index: Tensor) -> None:
         raise ValueError(f"edge_index must have shape [2, num_edges], got {list(edge_index.shape)}")
 
 
+def _raise_negative_index(edge_index: Tensor) -> None:
+    """IndexError naming the first edge with a negative index (source checked first)."""
+    negative = edge_index < 0
+    k = int(negative.any(0).nonzero()[0])
+    row = 0 if bool(negative[0, k]) else 1
+    raise IndexError(f"edge_index[{row}][{k}] = {int(edge_index[row, k])} is negative")
+
+
+def _parse_self_loops(value) -> SelfLoops:
+    """A SelfLoops from the enum, its name (any case) or its value 0/1/2."""
+    if isinstance(value, SelfLoops):
+        return value
+    if isinstance(value, str) and value.upper() in SelfLoops.__members__:
+        return SelfLoops[value.upper()]
+    if isinstance(value, int) and not isinstance(value, bool) and value in set(SelfLoops):
+        return SelfLoops(value)
+    names = ", ".join(f"'{m.name.lower()}'" for m in SelfLoops)
+    raise ValueError(f"self_loops must be a SelfLoops, one of {names} or 0/1/2, got {value!r}")
+
+
 def _resolve_size(edge_index: Tensor, size: Size) -> Tuple[int, int]:
     """(num_src, num_dst): given, or for a square graph one more than the largest index."""
     if isinstance(size, (tuple, list)):
@@ -53,9 +73,8 @@ def _resolve_size(edge_index: Tensor, size: Size) -> Tuple[int, int]:
     elif edge_index.numel() == 0:
         num_src = num_dst = 0
     else:
-        lo = int(edge_index.min())
-        if lo < 0:
-            raise IndexError(f"edge_index contains a negative node index ({lo})")
+        if int(edge_index.min()) < 0:
+            _raise_negative_index(edge_index)
         num_src = num_dst = int(edge_index.max()) + 1
     if num_src < 0 or num_dst < 0:
         raise ValueError(f"num_nodes must be non-negative, got ({num_src}, {num_dst})")
@@ -80,9 +99,7 @@ class Graph:
         from .adjacency import plain_edge_index  # EdgeIndex subclasses become plain tensors
         edge_index = plain_edge_index(edge_index)
         _check_edge_index(edge_index)
-        if isinstance(self_loops, str):
-            self_loops = SelfLoops[self_loops.upper()]
-        self.self_loops = SelfLoops(self_loops)
+        self.self_loops = _parse_self_loops(self_loops)
         if index_dtype not in (None, torch.int32, torch.int64):
             raise TypeError(f"index_dtype must be None, torch.int32 or torch.int64, got {index_dtype}")
         num_src, num_dst = _resolve_size(edge_index, num_nodes)
@@ -201,7 +218,8 @@ class Graph:
 
         Kept edges carry their own value. Added self-loops get ``fill_value``: a number or tensor, or
         (GAT's rule) one of ``'add' | 'sum' | 'mean' | 'min' | 'max' | 'mul'``, the reduction of the
-        values of the node's incoming non-loop edges (0 for a node without any). With
+        values of the node's incoming non-loop edges (for a node without any: 0, or 1 for
+        ``'mul'``, as PyG's scatter gives). With
         ``SelfLoops.ADD_REMAINING`` a node's existing loop keeps its value.
         """
         if values is None or self.self_loops == SelfLoops.KEEP:

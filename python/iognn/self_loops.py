@@ -27,12 +27,15 @@ def _loop_values(graph, values: Tensor, kept: Tensor, num_kept: int, fill_value)
         if fill_value not in _REDUCTIONS:
             raise ValueError(f"fill_value must be a number, a tensor or one of "
                              f"{sorted(_REDUCTIONS)}, got {fill_value!r}")
-        # Reduce the values of each node's incoming non-loop edges (0 for a node with none).
+        # Reduce the values of each node's incoming non-loop edges, as PyG's scatter does: a node
+        # with none gets 0, except for 'mul', whose product starts from 1.
+        reduce = _REDUCTIONS[fill_value]
         dst = graph.edge_index[1, :num_kept]
-        out = values.new_zeros((graph.num_dst_nodes,) + tuple(values.shape[1:]))
+        size = (graph.num_dst_nodes,) + tuple(values.shape[1:])
+        out = values.new_ones(size) if reduce == "prod" else values.new_zeros(size)
         index = dst.view(-1, *([1] * (values.dim() - 1))).expand_as(kept)
-        out = out.scatter_reduce(0, index, kept, _REDUCTIONS[fill_value], include_self=False)
+        out = out.scatter_reduce(0, index, kept, reduce, include_self=reduce == "prod")
         return out[: graph.num_loops]
     if isinstance(fill_value, Tensor):
-        return fill_value.to(values.dtype).expand(shape).clone()
+        return fill_value.to(values.device, values.dtype).expand(shape).clone()
     return values.new_full(shape, float(fill_value))

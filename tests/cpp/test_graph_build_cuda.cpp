@@ -1,0 +1,205 @@
+// Device graph build (graph_cuda.h) against the host build, through the torch-free API: the test
+// owns the device memory, as a C++ user of the core would. Compiled in CUDA builds; skipped at run
+// time when no device is present.
+#if defined(IOGNN_WITH_CUDA)
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/graph_cuda.h"
+#include "graph_reference.h"
+
+namespace iognn::test {
+namespace {
+
+bool has_device() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+#define SKIP_WITHOUT_DEVICE() \
+  if (!has_device()) GTEST_SKIP() << "no CUDA device"
+
+// Device copy of a host buffer, freed on scope exit.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    if (bytes_ > 0 && cudaMalloc(&ptr_, bytes_) != cudaSuccess) throw DeviceError("cudaMalloc");
+  }
+  template <typename T>
+  explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size() * sizeof(T)) {
+    if (bytes_ > 0) cudaMemcpy(ptr_, host.data(), bytes_, cudaMemcpyHostToDevice);
+  }
+  ~DeviceBuffer() { cudaFree(ptr_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  template <typename T>
+  T* get() const { return static_cast<T*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+  template <typename T>
+  std::vector<int64_t> to_host(int64_t count) const {
+    std::vector<T> h(count);
+    if (count > 0) cudaMemcpy(h.data(), ptr_, count * sizeof(T), cudaMemcpyDeviceToHost);
+    return std::vector<int64_t>(h.begin(), h.end());
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_;
+};
+
+// A host edge list's storage copied to the device, with the same view.
+template <typename T>
+struct DeviceEdges {
+  DeviceBuffer storage;
+  EdgeIndexView view;
+  explicit DeviceEdges(const EdgeList<T>& host) : storage(host.storage), view(host.view) {
+    view.data = storage.get<T>();
+  }
+};
+
+// plan_graph_cuda + build_graph_cuda on a private stream, copied back as int64 vectors.
+template <typename I>
+ReferenceGraph device_graph(const EdgeIndexView& view, int64_t num_src, int64_t num_dst,
+                            SelfLoops loops, GraphSizes* planned = nullptr) {
+  cudaStream_t stream;
+  if (cudaStreamCreate(&stream) != cudaSuccess) throw DeviceError("cudaStreamCreate");
+  struct StreamGuard {
+    cudaStream_t s;
+    ~StreamGuard() { cudaStreamDestroy(s); }
+  } guard{stream};
+  DeviceBuffer plan_ws(cuda::plan_graph_workspace_bytes());
+  const GraphSizes sz = cuda::plan_graph_cuda(view, num_src, num_dst, loops, plan_ws.get<void>(),
+                                              plan_ws.bytes(), stream);
+  if (planned) *planned = sz;
+  const int64_t E = sz.num_edges;
+  DeviceBuffer rowptr((sz.num_dst + 1) * sizeof(I)), colptr((sz.num_src + 1) * sizeof(I)),
+      col(E * sizeof(I)), eid(E * sizeof(I)), row(E * sizeof(I)), csc2csr(E * sizeof(I)),
+      edge_map(E * sizeof(I));
+  DeviceBuffer ws(cuda::build_graph_workspace_bytes<I>(sz, loops));
+  cuda::build_graph_cuda<I>(view, sz, loops,
+                            {rowptr.get<I>(), col.get<I>(), eid.get<I>(), colptr.get<I>(),
+                             row.get<I>(), csc2csr.get<I>(), edge_map.get<I>()},
+                            ws.get<void>(), ws.bytes(), stream);
+  if (cudaStreamSynchronize(stream) != cudaSuccess) throw DeviceError("cudaStreamSynchronize");
+  return {rowptr.to_host<I>(sz.num_dst + 1), col.to_host<I>(E),      eid.to_host<I>(E),
+          colptr.to_host<I>(sz.num_src + 1), row.to_host<I>(E),      csc2csr.to_host<I>(E),
+          edge_map.to_host<I>(E)};
+}
+
+void expect_equal(const ReferenceGraph& got, const ReferenceGraph& want) {
+  EXPECT_EQ(got.rowptr, want.rowptr);
+  EXPECT_EQ(got.col, want.col);
+  EXPECT_EQ(got.eid, want.eid);
+  EXPECT_EQ(got.colptr, want.colptr);
+  EXPECT_EQ(got.row, want.row);
+  EXPECT_EQ(got.csc2csr, want.csc2csr);
+  EXPECT_EQ(got.edge_map, want.edge_map);
+}
+
+constexpr SelfLoops kModes[] = {SelfLoops::kKeep, SelfLoops::kAddRemaining, SelfLoops::kReplace};
+
+struct Case {
+  int64_t num_src, num_dst, num_edges;
+};
+
+TEST(GraphBuildCuda, EqualsHostBuild) {
+  SKIP_WITHOUT_DEVICE();
+  // Covers 32-bit keys (small) and 64-bit keys (bits(num_src) + bits(num_dst) > 32).
+  const Case cases[] = {{0, 0, 0},     {5, 5, 0},       {1, 1, 7},          {30, 30, 120},
+                        {25, 9, 70},   {7, 31, 50},     {65536, 65536, 500}, {65537, 65536, 500},
+                        {3, 1 << 20, 2000}, {200000, 200000, 300000}};
+  for (const Case& c : cases) {
+    const RandomEdges e = c.num_edges ? random_edges(c.num_src, c.num_dst, c.num_edges, 99)
+                                      : RandomEdges{};
+    const EdgeList<int64_t> rows(e.src, e.dst);
+    const EdgeList<int32_t> edge_major(e.src, e.dst, /*edge_major=*/true, /*gap=*/2);
+    const DeviceEdges<int64_t> d_rows(rows);
+    const DeviceEdges<int32_t> d_edge_major(edge_major);
+    for (SelfLoops mode : kModes) {
+      SCOPED_TRACE(::testing::Message() << c.num_src << "x" << c.num_dst << " E=" << c.num_edges
+                                        << " mode " << int(mode));
+      const ReferenceGraph want = core_graph<int32_t>(rows.view, c.num_src, c.num_dst, mode);
+      GraphSizes planned;
+      expect_equal(device_graph<int32_t>(d_rows.view, c.num_src, c.num_dst, mode, &planned), want);
+      const GraphSizes host = plan_graph(rows.view, c.num_src, c.num_dst, mode);
+      EXPECT_EQ(planned.num_edges, host.num_edges);
+      EXPECT_EQ(planned.num_loops, host.num_loops);
+      expect_equal(device_graph<int64_t>(d_rows.view, c.num_src, c.num_dst, mode), want);
+      expect_equal(device_graph<int32_t>(d_edge_major.view, c.num_src, c.num_dst, mode), want);
+    }
+  }
+}
+
+TEST(GraphBuildCuda, DuplicateInputLoopsKeepTheLastId) {
+  SKIP_WITHOUT_DEVICE();
+  std::vector<int64_t> src, dst;
+  for (int64_t k = 0; k < 5000; ++k) {  // many loops on few nodes, interleaved with other edges
+    src.push_back(k % 7);
+    dst.push_back(k % 3 == 0 ? k % 7 : (k + 1) % 7);
+  }
+  const EdgeList<int64_t> host(src, dst);
+  const DeviceEdges<int64_t> dev(host);
+  for (SelfLoops mode : kModes)
+    expect_equal(device_graph<int32_t>(dev.view, 7, 7, mode),
+                 reference_graph(src, dst, 7, 7, mode));
+}
+
+std::string device_index_error(const EdgeIndexView& view, int64_t n) {
+  try {
+    device_graph<int32_t>(view, n, n, SelfLoops::kKeep);
+  } catch (const IndexError& e) {
+    return e.what();
+  }
+  return "no IndexError";
+}
+
+TEST(GraphBuildCuda, ValidationMatchesTheHostMessages) {
+  SKIP_WITHOUT_DEVICE();
+  std::vector<int64_t> src(100000, 1), dst(100000, 2);
+  dst[90000] = 77;
+  src[60000] = -5;
+  dst[60000] = -6;
+  const EdgeList<int64_t> host(src, dst);
+  const DeviceEdges<int64_t> dev(host);
+  EXPECT_EQ(device_index_error(dev.view, 10), "edge_index[0][60000] = -5 is out of range for 10 source nodes");
+  src[60000] = 1;
+  const EdgeList<int32_t> host32(src, dst, /*edge_major=*/true);
+  const DeviceEdges<int32_t> dev32(host32);
+  EXPECT_EQ(device_index_error(dev32.view, 10),
+            "edge_index[1][60000] = -6 is out of range for 10 destination nodes");
+  // The device stays usable after an error.
+  const EdgeList<int64_t> ok({0, 1}, {1, 0});
+  const DeviceEdges<int64_t> dev_ok(ok);
+  expect_equal(device_graph<int32_t>(dev_ok.view, 2, 2, SelfLoops::kKeep),
+               core_graph<int32_t>(ok.view, 2, 2, SelfLoops::kKeep));
+}
+
+TEST(GraphBuildCuda, BadSizesAndWorkspaces) {
+  SKIP_WITHOUT_DEVICE();
+  const EdgeList<int64_t> host({0, 1}, {1, 0});
+  const DeviceEdges<int64_t> dev(host);
+  EXPECT_THROW(device_graph<int32_t>(dev.view, -1, 2, SelfLoops::kKeep), ValueError);
+  const EdgeList<int64_t> none({}, {});
+  EXPECT_THROW(device_graph<int64_t>(none.view, int64_t(1) << 33, int64_t(1) << 33,
+                                     SelfLoops::kKeep),
+               ValueError);  // 66 key bits
+  DeviceBuffer small(8);
+  EXPECT_THROW(cuda::plan_graph_cuda(dev.view, 2, 2, SelfLoops::kKeep, small.get<void>(), 8,
+                                     nullptr),
+               ValueError);
+  const GraphSizes sz = plan_graph(host.view, 2, 2, SelfLoops::kKeep);
+  const size_t need = cuda::build_graph_workspace_bytes<int32_t>(sz, SelfLoops::kKeep);
+  DeviceBuffer out(16 * sizeof(int32_t));
+  int32_t* o = out.get<int32_t>();
+  EXPECT_THROW(cuda::build_graph_cuda<int32_t>(dev.view, sz, SelfLoops::kKeep,
+                                               {o, o + 3, o + 5, o + 7, o + 10, o + 12, o + 14},
+                                               small.get<void>(), need - 1, nullptr),
+               ValueError);
+}
+
+}  // namespace
+}  // namespace iognn::test
+#endif  // IOGNN_WITH_CUDA
