@@ -1,0 +1,299 @@
+// Attention family (GAT, GATv2, Graph Transformer), host kernels: shared types and the skeleton.
+//
+// For every destination i and head h the variants score each in-edge p of i (CSR position p,
+// source j = col[p], augmented edge id e = eid[p]) and aggregate a value per edge:
+//   lse[i,h]   = log sum_p exp(s_p)                 (max subtracted first; -inf for an empty row)
+//   alpha_p    = exp(s_p - lse[i,h])                 (the same formula in forward and backward)
+//   alpha~_p   = alpha_p * dropout_scale(seed, e, h, H, dropout)
+//   out[i,h,:] = sum_p alpha~_p * value_p            (0 for an empty row)
+// The skeleton below owns the softmax, the dropout mask (regenerated, never stored), the optional
+// alpha output, the FlashAttention-style recomputation in backward and every reduction; a variant
+// (gat.cpp, gatv2.cpp, transformer.cpp) supplies only its score, its value and their gradients.
+//
+// Backward, with g = grad_out[i,h,:] and drop_p the dropout multiplier:
+//   d_alpha~_p = g . value_p (+ grad_alpha when the alpha output is alpha~),
+//   d_alpha_p  = d_alpha~_p * drop_p (+ grad_alpha when the alpha output is alpha before dropout),
+//   D_i = sum_p alpha_p d_alpha_p,  ds_p = alpha_p (d_alpha_p - D_i).
+// It runs three passes, each output element owned by one thread (no atomics, deterministic):
+//   1. CSR rows: ds_p and alpha~_p into [E', H] scratch (CSR order), destination-side gradients.
+//   2. transposed CSR (colptr, row, csc2csr): source-side gradients.
+//   3. CSR positions in kParamChunks fixed chunks: per-edge gradients (edge_attr) and per-chunk
+//      partials of the parameter gradients, summed in chunk order, so the result does not depend
+//      on the number of threads.
+// Accumulation is in acc_t<T> (fp32, fp64 for fp64); no [E', H*C] tensor is ever materialised.
+//
+// Variant interface (a struct V with value_type T and acc = acc_t<T>):
+//   kAlphaAfterDropout             the alpha output is alpha~ (GAT, GATv2) or alpha (Transformer)
+//   dst_width, src_width           per-head widths of the destination / source gradient rows
+//   edge_dim, param_width          De (0 without edge features), size of the parameter gradients
+//   struct EdgeHead(const V&)      per-thread temporaries describing one (edge, head)
+//   prepare(i, j, e, h, EdgeHead&) computes what the score depends on (recomputed in each pass)
+//   score(eh) -> s_p               add_value(eh, w, out_h): out_h[c] += w * value_p[c]
+//   value_dot(eh, g_h) -> g . value_p
+//   add_dst_grad(eh, ds, dst_h)                         dst_h [dst_width]
+//   add_src_grad(eh, ds, alpha~, g_h, src_h)            src_h [src_width]
+//   add_edge_grad(eh, ds, alpha~, g_h, edge_g, params)  edge_g [edge_dim], params [param_width]
+//   store_dst_grad(i, buf [H*dst_width]), store_src_grad(j, buf [H*src_width]),
+//   store_edge_grad(e, edge_g), store_param_grad(params)
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "core/dropout_rng.h"
+#include "core/numeric.h"
+#include "core/parallel.h"
+
+namespace iognn::cpu {
+
+// The two CSR layouts of a graph (see core/graph.h), as the attention kernels read them.
+template <typename index_t>
+struct AttentionGraph {
+  const index_t* rowptr;   // [num_dst + 1]
+  const index_t* col;      // [E'] source of each CSR position
+  const index_t* eid;      // [E'] augmented edge id of each CSR position
+  const index_t* colptr;   // [num_src + 1]
+  const index_t* row;      // [E'] destination of each transposed position
+  const index_t* csc2csr;  // [E'] CSR position of each transposed position
+  int64_t num_src;
+  int64_t num_dst;
+  int64_t num_edges;
+};
+
+struct AttentionConfig {
+  int64_t heads;     // H >= 1
+  int64_t channels;  // C >= 1
+  float dropout;     // attention dropout probability in [0, 1); 0 disables it
+  uint64_t seed;     // dropout stream, see core/dropout_rng.h
+};
+
+// Forward outputs: out [num_dst, H, C], lse [num_dst, H], alpha [E', H] (augmented edge order) or
+// null when not requested. All contiguous.
+template <typename T>
+struct AttentionOutputs {
+  T* out;
+  acc_t<T>* lse;
+  T* alpha;
+};
+
+// Node tensor [N, H, C] (or [N, H] with C = 1): element (n, h, c) at n * row_stride + h * C + c.
+template <typename T>
+struct NodeRows {
+  const T* data = nullptr;
+  int64_t row_stride = 0;
+  const T* at(int64_t n, int64_t h, int64_t C) const { return data + n * row_stride + h * C; }
+};
+
+// Edge features [E', De] in augmented edge order; absent when data is null (De = 0).
+template <typename T>
+struct EdgeRows {
+  const T* data = nullptr;
+  int64_t row_stride = 0;
+  int64_t dim = 0;
+  bool present() const { return data != nullptr; }
+  const T* at(int64_t e) const { return data + e * row_stride; }
+};
+
+template <typename acc>
+inline acc leaky_relu(acc x, acc slope) {
+  return x > acc(0) ? x : x * slope;
+}
+// d leaky_relu / dx, with PyTorch's convention at 0 (the negative side).
+template <typename acc>
+inline acc leaky_relu_grad(acc x, acc slope) {
+  return x > acc(0) ? acc(1) : slope;
+}
+
+// lin_edge without bias, one head: ep[c] = sum_d W[(h*C + c), d] * edge[d], W [H*C, De] contiguous.
+template <typename T>
+void project_edge(const T* weight, const T* edge, int64_t h, int64_t C, int64_t De, acc_t<T>* ep) {
+  for (int64_t c = 0; c < C; ++c) {
+    const T* w = weight + (h * C + c) * De;
+    acc_t<T> sum = 0;
+    for (int64_t d = 0; d < De; ++d) sum += load(w + d) * load(edge + d);
+    ep[c] = sum;
+  }
+}
+
+// Backward of project_edge given u[c] = dL/d ep[c]: edge_grad[d] += sum_c u[c] W[hC+c, d] and
+// weight_grad[(hC+c)*De + d] += u[c] * edge[d].
+template <typename T>
+void project_edge_backward(const T* weight, const T* edge, int64_t h, int64_t C, int64_t De,
+                           const acc_t<T>* u, acc_t<T>* edge_grad, acc_t<T>* weight_grad) {
+  for (int64_t c = 0; c < C; ++c) {
+    const T* w = weight + (h * C + c) * De;
+    acc_t<T>* wg = weight_grad + (h * C + c) * De;
+    for (int64_t d = 0; d < De; ++d) {
+      edge_grad[d] += u[c] * load(w + d);
+      wg[d] += u[c] * load(edge + d);
+    }
+  }
+}
+
+template <typename T>
+void store_row(T* dst, const acc_t<T>* src, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) store(dst + k, src[k]);
+}
+
+template <typename T>
+void load_row(const T* src, int64_t n, acc_t<T>* dst) {
+  for (int64_t k = 0; k < n; ++k) dst[k] = load(src + k);
+}
+
+// Number of chunks the parameter-gradient reduction is split into: fixed, so the summation order
+// (and the result, bit for bit) is the same for any thread count.
+constexpr int64_t kParamChunks = 64;
+constexpr int64_t kRowGrain = 16;
+
+template <typename acc>
+inline acc dropout_factor(const AttentionConfig& cfg, int64_t e, int64_t h) {
+  return acc(dropout_scale(cfg.seed, uint64_t(e), uint64_t(h), uint64_t(cfg.heads), cfg.dropout));
+}
+
+template <typename index_t, typename V>
+void attention_forward(const AttentionGraph<index_t>& g, const AttentionConfig& cfg, const V& v,
+                       const AttentionOutputs<typename V::value_type>& o) {
+  using T = typename V::value_type;
+  using acc = acc_t<T>;
+  const int64_t H = cfg.heads, C = cfg.channels;
+  parallel_for(0, g.num_dst, kRowGrain, [&](int64_t lo, int64_t hi) {
+    typename V::EdgeHead eh(v);
+    std::vector<acc> scores, sum(C);
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t begin = g.rowptr[i], deg = g.rowptr[i + 1] - begin;
+      scores.resize(deg);
+      for (int64_t h = 0; h < H; ++h) {
+        acc max_s = -std::numeric_limits<acc>::infinity();
+        for (int64_t k = 0; k < deg; ++k) {
+          v.prepare(i, g.col[begin + k], g.eid[begin + k], h, eh);
+          scores[k] = v.score(eh);
+          max_s = std::max(max_s, scores[k]);
+        }
+        acc lse = -std::numeric_limits<acc>::infinity();
+        if (deg > 0) {
+          acc total = 0;
+          for (int64_t k = 0; k < deg; ++k) total += std::exp(scores[k] - max_s);
+          lse = max_s + std::log(total);
+        }
+        std::fill(sum.begin(), sum.end(), acc(0));
+        for (int64_t k = 0; k < deg; ++k) {
+          const int64_t j = g.col[begin + k], e = g.eid[begin + k];
+          const acc alpha = std::exp(scores[k] - lse);
+          const acc alpha_t = alpha * dropout_factor<acc>(cfg, e, h);
+          if (o.alpha) store(o.alpha + e * H + h, V::kAlphaAfterDropout ? alpha_t : alpha);
+          if (alpha_t == acc(0)) continue;  // dropped edge
+          v.prepare(i, j, e, h, eh);
+          v.add_value(eh, alpha_t, sum.data());
+        }
+        store_row(o.out + (i * H + h) * C, sum.data(), C);
+        o.lse[i * H + h] = lse;
+      }
+    }
+  });
+}
+
+// grad_out [num_dst, H, C] contiguous; grad_alpha [E', H] contiguous or null. The gradients go
+// wherever the variant's store_* functions put them.
+template <typename index_t, typename V>
+void attention_backward(const AttentionGraph<index_t>& g, const AttentionConfig& cfg, const V& v,
+                        const acc_t<typename V::value_type>* lse,
+                        const typename V::value_type* grad_out,
+                        const typename V::value_type* grad_alpha) {
+  using T = typename V::value_type;
+  using acc = acc_t<T>;
+  const int64_t H = cfg.heads, C = cfg.channels, E = g.num_edges;
+  // Per-edge scalars in CSR order (the only edge-sized state): ds_p and alpha~_p per head.
+  std::vector<acc> ds(E * H), alpha_t(E * H);
+
+  // Pass 1: destination rows. ds first holds alpha_p until D_i is known.
+  parallel_for(0, g.num_dst, kRowGrain, [&](int64_t lo, int64_t hi) {
+    typename V::EdgeHead eh(v);
+    std::vector<acc> gh(C), d_alpha, dst(H * v.dst_width);
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t begin = g.rowptr[i], deg = g.rowptr[i + 1] - begin;
+      d_alpha.resize(deg);
+      std::fill(dst.begin(), dst.end(), acc(0));
+      for (int64_t h = 0; h < H; ++h) {
+        load_row(grad_out + (i * H + h) * C, C, gh.data());
+        acc D = 0;
+        for (int64_t k = 0; k < deg; ++k) {
+          const int64_t p = begin + k, e = g.eid[p];
+          v.prepare(i, g.col[p], e, h, eh);
+          const acc alpha = std::exp(v.score(eh) - lse[i * H + h]);
+          const acc drop = dropout_factor<acc>(cfg, e, h);
+          acc da = v.value_dot(eh, gh.data());  // d loss / d alpha~_p
+          const acc ga = grad_alpha ? load(grad_alpha + e * H + h) : acc(0);
+          da = V::kAlphaAfterDropout ? (da + ga) * drop : da * drop + ga;
+          d_alpha[k] = da;
+          ds[p * H + h] = alpha;
+          alpha_t[p * H + h] = alpha * drop;
+          D += alpha * da;
+        }
+        for (int64_t k = 0; k < deg; ++k) {
+          const int64_t p = begin + k;
+          const acc s = ds[p * H + h] * (d_alpha[k] - D);
+          ds[p * H + h] = s;
+          if (v.dst_width == 0) continue;
+          v.prepare(i, g.col[p], g.eid[p], h, eh);
+          v.add_dst_grad(eh, s, dst.data() + h * v.dst_width);
+        }
+      }
+      v.store_dst_grad(i, dst.data());
+    }
+  });
+
+  // Pass 2: sources, over their out-edges in the transposed CSR.
+  parallel_for(0, g.num_src, kRowGrain, [&](int64_t lo, int64_t hi) {
+    typename V::EdgeHead eh(v);
+    std::vector<acc> gh(C), src(H * v.src_width);
+    for (int64_t j = lo; j < hi; ++j) {
+      std::fill(src.begin(), src.end(), acc(0));
+      for (int64_t q = g.colptr[j]; q < g.colptr[j + 1]; ++q) {
+        const int64_t p = g.csc2csr[q], i = g.row[q], e = g.eid[p];
+        for (int64_t h = 0; h < H; ++h) {
+          load_row(grad_out + (i * H + h) * C, C, gh.data());
+          v.prepare(i, j, e, h, eh);
+          v.add_src_grad(eh, ds[p * H + h], alpha_t[p * H + h], gh.data(),
+                         src.data() + h * v.src_width);
+        }
+      }
+      v.store_src_grad(j, src.data());
+    }
+  });
+
+  // Pass 3: per-edge gradients and chunked parameter partials.
+  if (v.edge_dim == 0 && v.param_width == 0) return;
+  const int64_t P = v.param_width;
+  std::vector<acc> partial(kParamChunks * P, acc(0));
+  parallel_for(0, kParamChunks, 1, [&](int64_t c_lo, int64_t c_hi) {
+    typename V::EdgeHead eh(v);
+    std::vector<acc> gh(C), edge_grad(v.edge_dim);
+    for (int64_t c = c_lo; c < c_hi; ++c) {
+      const int64_t lo = E * c / kParamChunks, hi = E * (c + 1) / kParamChunks;
+      if (lo == hi) continue;
+      // The row holding position lo: the last row whose offset is <= lo.
+      int64_t i = std::upper_bound(g.rowptr, g.rowptr + g.num_dst + 1, lo) - g.rowptr - 1;
+      for (int64_t p = lo; p < hi; ++p) {
+        while (g.rowptr[i + 1] <= p) ++i;
+        const int64_t j = g.col[p], e = g.eid[p];
+        std::fill(edge_grad.begin(), edge_grad.end(), acc(0));
+        for (int64_t h = 0; h < H; ++h) {
+          load_row(grad_out + (i * H + h) * C, C, gh.data());
+          v.prepare(i, j, e, h, eh);
+          v.add_edge_grad(eh, ds[p * H + h], alpha_t[p * H + h], gh.data(), edge_grad.data(),
+                          partial.data() + c * P);
+        }
+        if (v.edge_dim > 0) v.store_edge_grad(e, edge_grad.data());
+      }
+    }
+  });
+  std::vector<acc> total(P, acc(0));
+  for (int64_t c = 0; c < kParamChunks; ++c)
+    for (int64_t k = 0; k < P; ++k) total[k] += partial[c * P + k];
+  v.store_param_grad(total.data());
+}
+
+}  // namespace iognn::cpu

@@ -1,0 +1,285 @@
+"""Attention family: GAT, GATv2 and Graph-Transformer attention over an :class:`iognn.Graph`.
+
+For every destination i and head h, each in-edge j -> i (augmented edge id e) gets a score s, the
+scores of i's in-edges are softmax-normalised into ``alpha`` and the output is the
+``alpha``-weighted sum of one value per edge:
+
+- GAT:         ``s = leaky_relu(alpha_src[j] + alpha_dst[i] + edge_attr[e] @ w_edge)``,
+               value ``x[j]``
+- GATv2:       ``s = att . leaky_relu(x_dst[i] + x_src[j] + lin_edge(edge_attr[e]))``,
+               value ``x_src[j]``
+- Transformer: ``s = scale * query[i] . (key[j] + lin_edge(edge_attr[e]))``,
+               value ``value[j] + lin_edge(edge_attr[e])``
+
+exactly as PyG 2.8's GATConv / GATv2Conv / TransformerConv compute them (a destination without
+in-edges gets 0). The ops are fused: no ``[E', H*C]`` tensor is formed; the backward recomputes the
+attention from a per-(destination, head) logsumexp. Attention dropout is counter-based, keyed by
+(seed, augmented edge id, head): the same mask in forward and backward, for int32 and int64 graphs
+and for the CPU and CUDA kernels. ``edge_attr`` rows are in the graph's augmented edge order
+(apply ``graph.augment_edge_values`` first); ``alpha`` is returned in that order too.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from ._checks import acc_dtype, check_edge_values, check_features
+
+Result = Union[Tensor, Tuple[Tensor, Tensor]]
+
+
+def gat_attention(graph, x: Tensor, alpha_src: Tensor, alpha_dst: Optional[Tensor],
+                  edge_attr: Optional[Tensor] = None, w_edge: Optional[Tensor] = None,
+                  negative_slope: float = 0.2, dropout: float = 0.0, return_alpha: bool = False,
+                  seed: Optional[int] = None) -> Result:
+    """GATConv's attention and aggregation.
+
+    Args:
+        graph: an :class:`iognn.Graph`.
+        x: projected source features ``[num_src_nodes, H, C]``.
+        alpha_src: ``(x * att_src).sum(-1)``, ``[num_src_nodes, H]``.
+        alpha_dst: ``(x_dst * att_dst).sum(-1)``, ``[num_dst_nodes, H]``, or None (no target term).
+        edge_attr: optional ``[num_edges, De]`` (or ``[num_edges]``) edge features.
+        w_edge: ``[De, H]``, ``lin_edge.weight`` contracted with ``att_edge``
+            (``(W.view(H, C, De) * att_edge.view(H, C, 1)).sum(1).t()``); required with edge_attr.
+        negative_slope: leaky_relu slope.
+        dropout: attention dropout probability in [0, 1) (pass 0 in eval mode).
+        return_alpha: also return the attention weights after dropout, ``[num_edges, H]``.
+        seed: dropout seed; None draws one from torch's default generator.
+    Returns:
+        ``out [num_dst_nodes, H, C]``, or ``(out, alpha)``.
+    """
+    H, C = _heads_channels("x", x)
+    check_features("x", x, graph, graph.num_src_nodes, dim=3)
+    _check_tensor("alpha_src", alpha_src, x, (graph.num_src_nodes, H), "[num_src_nodes, heads]")
+    if alpha_dst is not None:
+        _check_tensor("alpha_dst", alpha_dst, x, (graph.num_dst_nodes, H),
+                      "[num_dst_nodes, heads]")
+    edge_attr = _edge_attr(graph, edge_attr, w_edge, x)
+    if edge_attr is not None:
+        _check_tensor("w_edge", w_edge, x, (edge_attr.size(1), H), "[edge_dim, heads]")
+    dropout, seed = _dropout_seed(dropout, seed)
+    out, _, alpha = torch.ops.iognn.gat_attention(
+        *_graph_tensors(graph), x, alpha_src, alpha_dst, edge_attr, w_edge,
+        float(negative_slope), dropout, seed, bool(return_alpha))
+    return (out, alpha) if return_alpha else out
+
+
+def gatv2_attention(graph, x_src: Tensor, x_dst: Tensor, att: Tensor,
+                    edge_attr: Optional[Tensor] = None, w_edge: Optional[Tensor] = None,
+                    negative_slope: float = 0.2, dropout: float = 0.0, return_alpha: bool = False,
+                    seed: Optional[int] = None) -> Result:
+    """GATv2Conv's attention and aggregation.
+
+    Args:
+        x_src: ``lin_l(x_src)`` viewed as ``[num_src_nodes, H, C]``.
+        x_dst: ``lin_r(x_dst)`` viewed as ``[num_dst_nodes, H, C]``.
+        att: ``[H, C]`` or ``[1, H, C]``.
+        edge_attr: optional ``[num_edges, De]`` (or ``[num_edges]``) edge features.
+        w_edge: ``lin_edge.weight`` ``[H * C, De]`` (no bias); required with edge_attr.
+        Other arguments and the result as in :func:`gat_attention` (alpha after dropout).
+    """
+    H, C = _heads_channels("x_src", x_src)
+    check_features("x_src", x_src, graph, graph.num_src_nodes, dim=3)
+    check_features("x_dst", x_dst, graph, graph.num_dst_nodes, dim=3)
+    _check_tensor("x_dst", x_dst, x_src, (graph.num_dst_nodes, H, C),
+                  "[num_dst_nodes, heads, channels]", "x_src")
+    if isinstance(att, Tensor) and att.dim() == 3 and att.size(0) == 1:
+        att = att.squeeze(0)
+    _check_tensor("att", att, x_src, (H, C), "[heads, channels] or [1, heads, channels]", "x_src")
+    edge_attr = _edge_attr(graph, edge_attr, w_edge, x_src, "x_src")
+    if edge_attr is not None:
+        _check_tensor("w_edge", w_edge, x_src, (H * C, edge_attr.size(1)),
+                      "[heads * channels, edge_dim]", "x_src")
+    dropout, seed = _dropout_seed(dropout, seed)
+    out, _, alpha = torch.ops.iognn.gatv2_attention(
+        *_graph_tensors(graph), x_src, x_dst, att, edge_attr, w_edge, float(negative_slope),
+        dropout, seed, bool(return_alpha))
+    return (out, alpha) if return_alpha else out
+
+
+def transformer_attention(graph, query: Tensor, key: Tensor, value: Tensor,
+                          edge_attr: Optional[Tensor] = None, w_edge: Optional[Tensor] = None,
+                          dropout: float = 0.0, return_alpha: bool = False,
+                          seed: Optional[int] = None, scale: Optional[float] = None) -> Result:
+    """TransformerConv's attention and aggregation.
+
+    Args:
+        query: ``[num_dst_nodes, H, C]``; key, value: ``[num_src_nodes, H, C]``.
+        edge_attr: optional ``[num_edges, De]`` (or ``[num_edges]``) edge features, added to the
+            keys and the values through ``w_edge``.
+        w_edge: ``lin_edge.weight`` ``[H * C, De]`` (no bias); required with edge_attr.
+        scale: score scale, ``1 / sqrt(C)`` by default.
+        return_alpha: also return the attention weights *before* dropout (as PyG does).
+        Other arguments and the result as in :func:`gat_attention`.
+    """
+    H, C = _heads_channels("query", query)
+    check_features("query", query, graph, graph.num_dst_nodes, dim=3)
+    for name, t in (("key", key), ("value", value)):
+        check_features(name, t, graph, graph.num_src_nodes, dim=3)
+        _check_tensor(name, t, query, (graph.num_src_nodes, H, C),
+                      "[num_src_nodes, heads, channels]", "query")
+    edge_attr = _edge_attr(graph, edge_attr, w_edge, query, "query")
+    if edge_attr is not None:
+        _check_tensor("w_edge", w_edge, query, (H * C, edge_attr.size(1)),
+                      "[heads * channels, edge_dim]", "query")
+    scale = 1.0 / math.sqrt(C) if scale is None else float(scale)
+    dropout, seed = _dropout_seed(dropout, seed)
+    out, _, alpha = torch.ops.iognn.transformer_attention(
+        *_graph_tensors(graph), query, key, value, edge_attr, w_edge, scale, dropout, seed,
+        bool(return_alpha))
+    return (out, alpha) if return_alpha else out
+
+
+# ---- argument handling ---------------------------------------------------------------------
+def _graph_tensors(graph) -> Tuple[Tensor, ...]:
+    return (graph.rowptr, graph.col, graph.eid, graph.colptr, graph.row, graph.csc2csr)
+
+
+def _heads_channels(name: str, t: Tensor) -> Tuple[int, int]:
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{name} must be a Tensor, got {type(t).__name__}")
+    if t.dim() != 3:
+        raise ValueError(f"{name} must be 3-D [num_nodes, heads, channels], got shape "
+                         f"{list(t.shape)}")
+    if t.size(1) < 1 or t.size(2) < 1:
+        raise ValueError(f"{name} must have at least one head and one channel, got shape "
+                         f"{list(t.shape)}")
+    return t.size(1), t.size(2)
+
+
+def _check_tensor(name: str, t, ref: Tensor, shape: Sequence[int], meaning: str,
+                  ref_name: str = "x") -> None:
+    """t must be a tensor of `shape` with the dtype and device of `ref`."""
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{name} must be a Tensor, got {type(t).__name__}")
+    if t.dtype != ref.dtype:
+        raise TypeError(f"{name} has dtype {t.dtype} but {ref_name} has dtype {ref.dtype}")
+    if tuple(t.shape) != tuple(shape):
+        raise ValueError(f"{name} must have shape {meaning} = {list(shape)}, got {list(t.shape)}")
+    if t.device != ref.device:
+        raise ValueError(f"{name} is on {t.device} but {ref_name} is on {ref.device}")
+
+
+def _edge_attr(graph, edge_attr: Optional[Tensor], w_edge: Optional[Tensor], ref: Tensor,
+               ref_name: str = "x") -> Optional[Tensor]:
+    """Checks edge_attr ([E'] or [E', De]) against the graph; returns it 2-D (or None)."""
+    if (edge_attr is None) != (w_edge is None):
+        given = "edge_attr" if w_edge is None else "w_edge"
+        raise ValueError(f"edge_attr and w_edge must be given together (got {given} only)")
+    if edge_attr is None:
+        return None
+    check_edge_values("edge_attr", edge_attr, graph, ref)
+    if edge_attr.dim() == 1:
+        edge_attr = edge_attr.view(-1, 1)
+    if edge_attr.dim() != 2:
+        raise ValueError(f"edge_attr must be 1-D or 2-D [num_edges, edge_dim], got shape "
+                         f"{list(edge_attr.shape)}")
+    if edge_attr.dtype != ref.dtype:
+        raise TypeError(f"edge_attr has dtype {edge_attr.dtype} but {ref_name} has dtype "
+                        f"{ref.dtype}")
+    return edge_attr
+
+
+def _dropout_seed(dropout: float, seed: Optional[int]) -> Tuple[float, int]:
+    dropout = float(dropout)
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+    if dropout == 0.0:
+        return 0.0, 0 if seed is None else int(seed)  # no draw: eval mode leaves the RNG alone
+    if seed is None:
+        seed = int(torch.randint(0, 2**62, ()))
+    return dropout, int(seed)
+
+
+# ---- registration: fake kernels and autograd -----------------------------------------------
+def _forward_fake(rowptr, col, nodes: Tensor, return_alpha: bool):
+    """(out, lse, alpha) of a forward whose features `nodes` are [N, H, C]."""
+    num_dst, (heads, channels) = rowptr.size(0) - 1, nodes.shape[1:]
+    return (nodes.new_empty(num_dst, heads, channels),
+            nodes.new_empty(num_dst, heads, dtype=acc_dtype(nodes.dtype)),
+            nodes.new_empty(col.size(0) if return_alpha else 0, heads))
+
+
+def _grads_fake(ref: Tensor, *inputs: Optional[Tensor]):
+    """Gradients shaped like `inputs` (contiguous); an empty tensor for an absent input."""
+    return tuple(ref.new_empty(t.shape) if t is not None else ref.new_empty(0) for t in inputs)
+
+
+@torch.library.register_fake("iognn::gat_attention")
+def _gat_fake(rowptr, col, eid, colptr, row, csc2csr, x, alpha_src, alpha_dst, edge_attr, w_edge,
+              negative_slope, dropout, seed, return_alpha):
+    return _forward_fake(rowptr, col, x, return_alpha)
+
+
+@torch.library.register_fake("iognn::gat_attention_backward")
+def _gat_backward_fake(rowptr, col, eid, colptr, row, csc2csr, x, alpha_src, alpha_dst, edge_attr,
+                       w_edge, lse, grad_out, grad_alpha, negative_slope, dropout, seed):
+    return _grads_fake(x, x, alpha_src, alpha_dst, edge_attr, w_edge)
+
+
+@torch.library.register_fake("iognn::gatv2_attention")
+def _gatv2_fake(rowptr, col, eid, colptr, row, csc2csr, x_src, x_dst, att, edge_attr, w_edge,
+                negative_slope, dropout, seed, return_alpha):
+    return _forward_fake(rowptr, col, x_src, return_alpha)
+
+
+@torch.library.register_fake("iognn::gatv2_attention_backward")
+def _gatv2_backward_fake(rowptr, col, eid, colptr, row, csc2csr, x_src, x_dst, att, edge_attr,
+                         w_edge, lse, grad_out, grad_alpha, negative_slope, dropout, seed):
+    return _grads_fake(x_src, x_src, x_dst, att, edge_attr, w_edge)
+
+
+@torch.library.register_fake("iognn::transformer_attention")
+def _transformer_fake(rowptr, col, eid, colptr, row, csc2csr, query, key, value, edge_attr, w_edge,
+                      scale, dropout, seed, return_alpha):
+    return _forward_fake(rowptr, col, query, return_alpha)
+
+
+@torch.library.register_fake("iognn::transformer_attention_backward")
+def _transformer_backward_fake(rowptr, col, eid, colptr, row, csc2csr, query, key, value,
+                               edge_attr, w_edge, lse, grad_out, grad_alpha, scale, dropout, seed):
+    return _grads_fake(query, query, key, value, edge_attr, w_edge)
+
+
+_NUM_GRAPH = 6   # rowptr, col, eid, colptr, row, csc2csr
+_NUM_INPUTS = 5  # the differentiable tensors: three node tensors, edge_attr, w_edge
+
+
+def _register_autograd(name: str) -> None:
+    """Autograd of iognn::<name>: the forward's arguments are the graph, five tensor inputs, the
+    float/int scalars and return_alpha; its backward op takes the graph, the five inputs, lse,
+    grad_out, grad_alpha and the same scalars, and returns one gradient per input."""
+    backward_op = getattr(torch.ops.iognn, f"{name}_backward")
+    first, last = _NUM_GRAPH, _NUM_GRAPH + _NUM_INPUTS
+
+    def setup_context(ctx, inputs, output):
+        out, lse, _ = output
+        ctx.mark_non_differentiable(lse)
+        ctx.set_materialize_grads(False)  # alpha's gradient stays None when alpha is unused
+        ctx.scalars = inputs[last:-1]     # return_alpha is not an argument of the backward
+        ctx.out_shape = out.shape
+        ctx.has_input = [t is not None for t in inputs[first:last]]
+        ctx.save_for_backward(*inputs[:last], lse)
+
+    def backward(ctx, grad_out, _grad_lse, grad_alpha):
+        *tensors, lse = ctx.saved_tensors
+        ref = tensors[first]
+        grad_out = (ref.new_zeros(ctx.out_shape) if grad_out is None else grad_out.contiguous())
+        if grad_alpha is not None and grad_alpha.numel() == 0:
+            grad_alpha = None  # alpha was not requested
+        grads = backward_op(*tensors, lse, grad_out,
+                            None if grad_alpha is None else grad_alpha.contiguous(), *ctx.scalars)
+        needed = ctx.needs_input_grad[first:last]
+        picked = tuple(g if (need and has) else None
+                       for g, need, has in zip(grads, needed, ctx.has_input))
+        return (None,) * _NUM_GRAPH + picked + (None,) * (len(ctx.scalars) + 1)
+
+    torch.library.register_autograd(f"iognn::{name}", backward, setup_context=setup_context)
+
+
+for _name in ("gat_attention", "gatv2_attention", "transformer_attention"):
+    _register_autograd(_name)
