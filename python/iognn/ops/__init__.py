@@ -1,6 +1,8 @@
 """Functional iognn operators: each wraps a ``torch.ops.iognn`` op with argument handling, and the
 op's autograd formula and fake (meta) kernel are registered next to its wrapper."""
+from .attention import gat_attention, gatv2_attention, transformer_attention
 from .propagate import gcn_norm, propagate
 from .segment_reduce import segment_reduce
 
-__all__ = ["propagate", "gcn_norm", "segment_reduce"]
+__all__ = ["propagate", "gcn_norm", "segment_reduce", "gat_attention", "gatv2_attention",
+           "transformer_attention"]
