@@ -6,11 +6,10 @@ PY          := $(VENV)/bin/python
 PIP         := $(VENV)/bin/pip
 JOBS        ?= $(shell nproc)
 CUDA_ARCHS  ?= 9.0
-CPP_BUILD   := build/cpp
 export TORCH_CUDA_ARCH_LIST ?= $(CUDA_ARCHS)
 export MAX_JOBS ?= $(JOBS)
 
-.PHONY: venv build cpp cpp-test py-test test demo bench-quick clean
+.PHONY: venv build cpp-test py-test test demo bench-quick clean
 
 # Dependencies are reinstalled only when requirements.txt changes.
 $(VENV)/.deps: requirements.txt
@@ -21,17 +20,22 @@ $(VENV)/.deps: requirements.txt
 
 venv: $(VENV)/.deps
 
-# The operator library iognn._C, built in place (python/iognn) by an editable install.
+# One CMake build folder holds everything: the torch-free core (with its CUDA kernels when nvcc is
+# found), iognn._C (written into python/iognn), the GoogleTest suite and the C++ example. The editable
+# install then reuses that folder, so nothing is compiled twice.
+BUILD_DIR   := build/main
+CMAKE_ARGS  := -G Ninja -DCMAKE_BUILD_TYPE=Release -DIOGNN_BUILD_PYTHON=ON -DIOGNN_BUILD_TESTS=ON \
+               -DPython_EXECUTABLE=$(abspath $(PY)) -DIOGNN_PYTHON_OUTPUT_DIR=$(abspath python/iognn) \
+               -DCMAKE_CUDA_ARCHITECTURES=$(subst .,,$(CUDA_ARCHS))
+
 build: venv
-	$(PIP) install -q --no-build-isolation --no-deps -e .
+	cmake -S . -B $(BUILD_DIR) $(CMAKE_ARGS)
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+	IOGNN_BUILD_DIR=$(abspath $(BUILD_DIR)) $(PIP) install -q --no-build-isolation --no-deps -e .
 
-# Torch-free core, C++ tests and the C++ example (ctest).
-cpp:
-	cmake -S . -B $(CPP_BUILD) -G Ninja -DIOGNN_BUILD_TESTS=ON -DCMAKE_CUDA_ARCHITECTURES=$(subst .,,$(CUDA_ARCHS))
-	cmake --build $(CPP_BUILD) -j $(JOBS)
-
-cpp-test: cpp
-	cd $(CPP_BUILD) && ctest --output-on-failure -j $(JOBS)
+# C++ tests and the example (ctest), from the same build.
+cpp-test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 py-test: build
 	$(PY) -m pytest -q -n $(JOBS) -m "not cuda" tests/python
