@@ -5,38 +5,16 @@
 //           propagate_backward_weight -> grad_weight [E]   (sampled dense-dense product)
 // The transposed-CSR arguments of the forward are unused by it; they are part of the schema so the
 // autograd formula (registered from Python) can hand them to the backward ops.
+// The CUDA implementations are in binding/cuda/propagate.cpp (same checks: propagate_checks.h).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include "binding/propagate_checks.h"
 #include "binding/utils.h"
 #include "kernels/cpu/propagate.h"
 
 namespace iognn::torch_ext {
 namespace {
-
-cpu::PropagateReduce parse_reduce(c10::string_view reduce, const char* op) {
-  if (reduce == "sum") return cpu::PropagateReduce::kSum;
-  if (reduce == "mean") return cpu::PropagateReduce::kMean;
-  TORCH_CHECK_VALUE(false, op, ": reduce must be 'sum' or 'mean', got '", reduce, "'");
-}
-
-// Checks the CSR of a graph against features x [num_src, F] and an optional weight [E].
-void check_csr(const char* op, const at::Tensor& rowptr, const at::Tensor& col,
-               const std::optional<at::Tensor>& weight, const at::Tensor& x) {
-  check_index_vector(rowptr, op, "rowptr");
-  check_index_vector(col, op, "col");
-  check_same_index_dtype(rowptr, col, op, "col");
-  check_device(rowptr, x, op, "rowptr", "x");
-  check_device(col, x, op, "col", "x");
-  TORCH_CHECK_VALUE(rowptr.numel() >= 1, op, ": rowptr must have num_dst + 1 >= 1 entries");
-  check_dim(x, 2, op, "x");
-  if (weight) {
-    check_dim(*weight, 1, op, "edge_weight");
-    check_size(*weight, 0, col.numel(), op, "edge_weight", "entries");
-    check_dtype(*weight, acc_dtype(x.scalar_type()), op, "edge_weight");
-    check_device(*weight, x, op, "edge_weight", "x");
-  }
-}
 
 at::Tensor propagate_cpu(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& colptr,
                          const at::Tensor& row, const at::Tensor& csc2csr,
@@ -44,8 +22,7 @@ at::Tensor propagate_cpu(const at::Tensor& rowptr, const at::Tensor& col, const 
                          c10::string_view reduce) {
   constexpr const char* op = "iognn::propagate";
   const auto red = parse_reduce(reduce, op);
-  check_csr(op, rowptr, col, weight_in, x_in);
-  check_size(x_in, 0, colptr.numel() - 1, op, "x", "rows (source nodes)");
+  check_propagate_args(op, rowptr, col, colptr, weight_in, x_in);
   const at::Tensor x = last_dim_contiguous(x_in);
   const auto weight = weight_in ? std::optional<at::Tensor>(weight_in->contiguous()) : std::nullopt;
   const int64_t num_dst = rowptr.numel() - 1, F = x.size(1);
@@ -68,9 +45,7 @@ at::Tensor propagate_backward_x_cpu(const at::Tensor& colptr, const at::Tensor& 
                                     const at::Tensor& grad_out_in, c10::string_view reduce) {
   constexpr const char* op = "iognn::propagate_backward_x";
   const auto red = parse_reduce(reduce, op);
-  check_csr(op, colptr, row, weight_in, grad_out_in);
-  check_index_vector(csc2csr, op, "csc2csr", row.numel());
-  check_size(grad_out_in, 0, rowptr.numel() - 1, op, "grad_out", "rows (destination nodes)");
+  check_backward_x_args(op, colptr, row, csc2csr, rowptr, weight_in, grad_out_in);
   const at::Tensor grad_out = grad_out_in.contiguous();
   const auto weight = weight_in ? std::optional<at::Tensor>(weight_in->contiguous()) : std::nullopt;
   const int64_t num_src = colptr.numel() - 1, F = grad_out.size(1);
@@ -93,10 +68,7 @@ at::Tensor propagate_backward_weight_cpu(const at::Tensor& rowptr, const at::Ten
                                          c10::string_view reduce) {
   constexpr const char* op = "iognn::propagate_backward_weight";
   const auto red = parse_reduce(reduce, op);
-  check_csr(op, rowptr, col, std::nullopt, x_in);
-  check_dim(grad_out_in, 2, op, "grad_out");
-  check_size(grad_out_in, 0, rowptr.numel() - 1, op, "grad_out", "rows (destination nodes)");
-  check_size(grad_out_in, 1, x_in.size(1), op, "grad_out", "features");
+  check_backward_weight_args(op, rowptr, col, grad_out_in, x_in);
   const at::Tensor grad_out = grad_out_in.contiguous();
   const at::Tensor x = last_dim_contiguous(x_in);
   const int64_t num_dst = rowptr.numel() - 1, F = x.size(1);
@@ -114,6 +86,13 @@ at::Tensor propagate_backward_weight_cpu(const at::Tensor& rowptr, const at::Ten
   return grad_w;
 }
 
+// Host tensors have no plan: every CPU call runs the host kernels.
+std::string propagate_plan_info_cpu(const at::Tensor& rowptr, const at::Tensor& col,
+                                    const at::Tensor& colptr, const at::Tensor& row, int64_t F,
+                                    at::ScalarType dtype, c10::string_view direction) {
+  return "cpu";
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(iognn, m) {
@@ -126,12 +105,20 @@ TORCH_LIBRARY_FRAGMENT(iognn, m) {
   m.def(
       "propagate_backward_weight(Tensor rowptr, Tensor col, Tensor grad_out, Tensor x, "
       "str reduce) -> Tensor");
+  // Which backend the CUDA gather of a graph (its four CSR tensors) uses for F features of `dtype`
+  // on the current stream, direction 'forward' or 'backward_x': a line starting with 'own',
+  // 'cusparse' or 'none' (no plan yet), then the reason in parentheses; 'cpu' for host tensors.
+  // Reads IOGNN_PROPAGATE_BACKEND like the ops do. For tests and benchmarks.
+  m.def(
+      "propagate_plan_info(Tensor rowptr, Tensor col, Tensor colptr, Tensor row, int F, "
+      "ScalarType dtype, str direction) -> str");
 }
 
 TORCH_LIBRARY_IMPL(iognn, CPU, m) {
   m.impl("propagate", &propagate_cpu);
   m.impl("propagate_backward_x", &propagate_backward_x_cpu);
   m.impl("propagate_backward_weight", &propagate_backward_weight_cpu);
+  m.impl("propagate_plan_info", &propagate_plan_info_cpu);
 }
 
 }  // namespace iognn::torch_ext

@@ -182,10 +182,3 @@ def test_bad_inputs_raise_clear_errors():
     # The process stays usable after an error.
     assert propagate(g, torch.ones(3, 2)).shape == (3, 2)
 
-
-@pytest.mark.cuda
-def test_cuda_input_without_kernel_names_the_op():
-    ei = torch.tensor([[0, 1], [1, 0]], device="cuda")
-    g = iognn.Graph(ei.cpu(), 2).to("cuda")
-    with pytest.raises(NotImplementedError, match="iognn::propagate"):
-        propagate(g, torch.randn(2, 3, device="cuda"))
