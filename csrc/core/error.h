@@ -5,9 +5,9 @@
 // Python exception (IndexError, ValueError, NotImplementedError).
 #pragma once
 
-#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace iognn {
 
@@ -27,11 +27,21 @@ struct DeviceError : std::runtime_error {
 };
 
 namespace detail {
+// Message building without iostreams: error paths must not depend on locale state (a host
+// toolchain whose libstdc++ differs from the one loaded at run time can crash inside ostream).
+inline void append(std::string& s, const std::string& v) { s += v; }
+inline void append(std::string& s, const char* v) { s += v; }
+inline void append(std::string& s, char v) { s += v; }
+template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
+void append(std::string& s, T v) {
+  s += std::to_string(v);
+}
+
 template <typename... Args>
 std::string concat(const Args&... args) {
-  std::ostringstream os;
-  (os << ... << args);
-  return os.str();
+  std::string s;
+  (append(s, args), ...);
+  return s;
 }
 }  // namespace detail
 

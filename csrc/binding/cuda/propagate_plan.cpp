@@ -102,7 +102,10 @@ std::shared_ptr<const RowScheduleTensors> build_schedule(const at::Tensor& offse
                                                kSegmentEdges);
   s->segment_ptr = at::cat({at::zeros({1}, off.options()), segments.cumsum(0)});
   const int64_t num_segments = s->segment_ptr[num_heavy].item<int64_t>();  // synchronises
-  const at::Tensor heavy_of_segment = at::repeat_interleave(segments, num_segments);
+  // The (repeats, output_size) overload: a plain int64 second argument would select the
+  // (self, repeats) overload and repeat each count num_segments times instead.
+  const at::Tensor heavy_of_segment =
+      at::repeat_interleave(segments, std::optional<int64_t>(num_segments));
   const at::Tensor rank = at::arange(num_segments, off.options()) -
                           s->segment_ptr.index_select(0, heavy_of_segment);
   s->segment_row = s->heavy_rows.index_select(0, heavy_of_segment);
