@@ -1,0 +1,147 @@
+"""``GATConv``: PyG 2.8's graph attention operator on iognn's fused ``gat_attention``.
+
+Per head h: ``e_ji = leaky_relu(a_src·x_j + a_dst·x_i [+ a_edge·W_e e_ji])``,
+``alpha = softmax_j e``, ``out_i = sum_j alpha_ji x_j`` with ``x = lin(x)``. Self-loops follow PyG
+(``remove_self_loops`` + ``add_self_loops`` over ``min(num_src, num_dst)`` nodes, loop edge
+features from ``fill_value``).
+The edge term never materialises ``W_e e``: ``a_edge·(W_e e) = e·w_edge`` with the ``[edge_dim, H]``
+contraction ``w_edge`` of ``lin_edge.weight`` and ``att_edge``.
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+from torch.nn import Parameter
+
+from ...graph import SelfLoops
+from ...ops.attention import gat_attention
+from .._graph import layer_graph, node_counts
+from ..linear import Linear, glorot_
+
+
+class GATConv(torch.nn.Module):
+    """Drop-in for ``torch_geometric.nn.GATConv`` (same arguments, parameters and outputs).
+
+    Args:
+        in_channels: an int, or ``(source, destination)`` sizes (separate ``lin_src``/``lin_dst``).
+        out_channels: channels per head.
+        heads: number of attention heads.
+        concat: concatenate heads (else average them).
+        negative_slope: LeakyReLU slope of the scores.
+        dropout: dropout on the attention coefficients (training only).
+        add_self_loops: add a self-loop to every node (existing loops are replaced).
+        edge_dim: edge feature size (None: no edge features).
+        fill_value: edge features of the added loops (number, tensor or a reduction name).
+        bias: learn an additive bias.
+        residual: add ``res(x_dst)``.
+    """
+
+    def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int,
+                 heads: int = 1, concat: bool = True, negative_slope: float = 0.2,
+                 dropout: float = 0.0, add_self_loops: bool = True, edge_dim: Optional[int] = None,
+                 fill_value: Union[float, Tensor, str] = "mean", bias: bool = True,
+                 residual: bool = False):
+        super().__init__()
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.heads = heads
+        self.concat = concat
+        self.negative_slope = negative_slope
+        self.dropout = dropout
+        self.add_self_loops = add_self_loops
+        self.edge_dim = edge_dim
+        self.fill_value = fill_value
+        self.residual = residual
+        self.lin = self.lin_src = self.lin_dst = None
+        if isinstance(in_channels, int):
+            self.lin = Linear(in_channels, heads * out_channels, False, "glorot")
+        else:
+            self.lin_src = Linear(in_channels[0], heads * out_channels, False, "glorot")
+            self.lin_dst = Linear(in_channels[1], heads * out_channels, False, "glorot")
+        self.att_src = Parameter(torch.empty(1, heads, out_channels))
+        self.att_dst = Parameter(torch.empty(1, heads, out_channels))
+        if edge_dim is not None:
+            self.lin_edge = Linear(edge_dim, heads * out_channels, False, "glorot")
+            self.att_edge = Parameter(torch.empty(1, heads, out_channels))
+        else:
+            self.lin_edge = None
+            self.register_parameter("att_edge", None)
+        total_out = out_channels * (heads if concat else 1)
+        if residual:
+            res_in = in_channels if isinstance(in_channels, int) else in_channels[1]
+            self.res = Linear(res_in, total_out, False, "glorot")
+        else:
+            self.register_parameter("res", None)
+        if bias:
+            self.bias = Parameter(torch.empty(total_out))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for lin in (self.lin, self.lin_src, self.lin_dst, self.lin_edge, self.res):
+            if lin is not None:
+                lin.reset_parameters()
+        for att in (self.att_src, self.att_dst, self.att_edge):
+            if att is not None:
+                glorot_(att)
+        if self.bias is not None:
+            with torch.no_grad():
+                self.bias.zero_()
+
+    def _project(self, x_src: Tensor, x_dst: Optional[Tensor]):
+        """Projected ``[N, H, C]`` source and destination features (dst None when x_dst is)."""
+        H, C = self.heads, self.out_channels
+        if self.lin is not None:
+            h_src = self.lin(x_src).view(-1, H, C)
+            if x_dst is x_src:
+                return h_src, h_src
+            return h_src, None if x_dst is None else self.lin(x_dst).view(-1, H, C)
+        h_src = self.lin_src(x_src).view(-1, H, C)
+        return h_src, None if x_dst is None else self.lin_dst(x_dst).view(-1, H, C)
+
+    def _edge_weights(self) -> Tensor:
+        """``w_edge [De, H]``: ``(lin_edge(e).view(H, C) * att_edge).sum(-1) = e @ w_edge``."""
+        H, C = self.heads, self.out_channels
+        w = self.lin_edge.weight.view(H, C, -1)
+        return torch.einsum("hcd,hc->dh", w, self.att_edge.view(H, C))
+
+    def forward(self, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], edge_index,
+                edge_attr: Optional[Tensor] = None, size: Optional[Tuple[int, int]] = None,
+                return_attention_weights: Optional[bool] = None):
+        x_src, x_dst = (x, x) if isinstance(x, Tensor) else x
+        res = self.res(x_dst) if self.res is not None and x_dst is not None else None
+        h_src, h_dst = self._project(x_src, x_dst)
+        num_src, num_dst = node_counts(h_src, h_dst, size)
+        alpha_src = (h_src * self.att_src).sum(dim=-1)
+        alpha_dst = None if h_dst is None else (h_dst * self.att_dst).sum(dim=-1)
+
+        loops = SelfLoops.REPLACE if self.add_self_loops else SelfLoops.KEEP
+        graph = layer_graph("GATConv", edge_index, (num_src, num_dst), loops)
+        w_edge = None
+        if edge_attr is not None and self.lin_edge is not None:
+            edge_attr = edge_attr.view(-1, 1) if edge_attr.dim() == 1 else edge_attr
+            edge_attr = graph.augment_edge_values(edge_attr, self.fill_value)
+            w_edge = self._edge_weights()
+        else:
+            edge_attr = None  # PyG ignores edge features without edge_dim
+        result = gat_attention(graph, h_src, alpha_src, alpha_dst, edge_attr=edge_attr,
+                               w_edge=w_edge, negative_slope=self.negative_slope,
+                               dropout=self.dropout if self.training else 0.0,
+                               return_alpha=bool(return_attention_weights))
+        out, alpha = result if return_attention_weights else (result, None)
+
+        out = out.reshape(-1, self.heads * self.out_channels) if self.concat else out.mean(dim=1)
+        if res is not None:
+            out = out + res
+        if self.bias is not None:
+            out = out + self.bias
+        if return_attention_weights:
+            return out, (graph.edge_index, alpha)
+        return out
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
+                f"heads={self.heads})")

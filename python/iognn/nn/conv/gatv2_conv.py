@@ -1,0 +1,118 @@
+"""``GATv2Conv``: PyG 2.8's dynamic graph attention (Brody et al.) on iognn's ``gatv2_attention``.
+
+Per head: ``e_ji = att · leaky_relu(x_l[j] + x_r[i] [+ W_e e_ji])``, ``alpha = softmax_j e``,
+``out_i = sum_j alpha_ji x_l[j]`` with ``x_l = lin_l(x_src)``, ``x_r = lin_r(x_dst)``. Self-loops as
+GATConv (PyG's ``remove_self_loops`` + ``add_self_loops`` over ``min(num_src, num_dst)`` nodes).
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+from torch.nn import Parameter
+
+from ...graph import SelfLoops
+from ...ops.attention import gatv2_attention
+from .._graph import layer_graph
+from ..linear import Linear, glorot_
+
+
+class GATv2Conv(torch.nn.Module):
+    """Drop-in for ``torch_geometric.nn.GATv2Conv`` (same arguments, parameters and outputs).
+
+    Args: as :class:`GATConv`, plus ``share_weights`` (``lin_r`` is ``lin_l``); ``bias`` also
+    switches the biases of ``lin_l``/``lin_r``, as in PyG.
+    """
+
+    def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int,
+                 heads: int = 1, concat: bool = True, negative_slope: float = 0.2,
+                 dropout: float = 0.0, add_self_loops: bool = True, edge_dim: Optional[int] = None,
+                 fill_value: Union[float, Tensor, str] = "mean", bias: bool = True,
+                 share_weights: bool = False, residual: bool = False):
+        super().__init__()
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.heads = heads
+        self.concat = concat
+        self.negative_slope = negative_slope
+        self.dropout = dropout
+        self.add_self_loops = add_self_loops
+        self.edge_dim = edge_dim
+        self.fill_value = fill_value
+        self.residual = residual
+        self.share_weights = share_weights
+        src_channels, dst_channels = ((in_channels, in_channels) if isinstance(in_channels, int)
+                                      else in_channels)
+        self.lin_l = Linear(src_channels, heads * out_channels, bias, "glorot")
+        if share_weights:
+            self.lin_r = self.lin_l
+        else:
+            self.lin_r = Linear(dst_channels, heads * out_channels, bias, "glorot")
+        self.att = Parameter(torch.empty(1, heads, out_channels))
+        if edge_dim is not None:
+            self.lin_edge = Linear(edge_dim, heads * out_channels, False, "glorot")
+        else:
+            self.lin_edge = None
+        total_out = out_channels * (heads if concat else 1)
+        if residual:
+            self.res = Linear(dst_channels, total_out, False, "glorot")
+        else:
+            self.register_parameter("res", None)
+        if bias:
+            self.bias = Parameter(torch.empty(total_out))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        # lin_r is reset even when it is lin_l, as PyG does (same random draws).
+        for lin in (self.lin_l, self.lin_r, self.lin_edge, self.res):
+            if lin is not None:
+                lin.reset_parameters()
+        glorot_(self.att)
+        if self.bias is not None:
+            with torch.no_grad():
+                self.bias.zero_()
+
+    def forward(self, x: Union[Tensor, Tuple[Tensor, Tensor]], edge_index,
+                edge_attr: Optional[Tensor] = None,
+                return_attention_weights: Optional[bool] = None):
+        H, C = self.heads, self.out_channels
+        x_src, x_dst = (x, x) if isinstance(x, Tensor) else x
+        if x_dst is None:
+            raise ValueError("GATv2Conv needs destination features: got x = (x_src, None)")
+        res = self.res(x_dst) if self.res is not None else None
+        h_src = self.lin_l(x_src).view(-1, H, C)
+        if self.share_weights and x_dst is x_src:
+            h_dst = h_src
+        else:
+            h_dst = self.lin_r(x_dst).view(-1, H, C)
+
+        loops = SelfLoops.REPLACE if self.add_self_loops else SelfLoops.KEEP
+        graph = layer_graph("GATv2Conv", edge_index, (h_src.size(0), h_dst.size(0)), loops)
+        w_edge = None
+        if edge_attr is not None:
+            if self.lin_edge is None:
+                raise ValueError("GATv2Conv got edge_attr but was built without edge_dim")
+            edge_attr = edge_attr.view(-1, 1) if edge_attr.dim() == 1 else edge_attr
+            edge_attr = graph.augment_edge_values(edge_attr, self.fill_value)
+            w_edge = self.lin_edge.weight
+        result = gatv2_attention(graph, h_src, h_dst, self.att, edge_attr=edge_attr, w_edge=w_edge,
+                                 negative_slope=self.negative_slope,
+                                 dropout=self.dropout if self.training else 0.0,
+                                 return_alpha=bool(return_attention_weights))
+        out, alpha = result if return_attention_weights else (result, None)
+
+        out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
+        if res is not None:
+            out = out + res
+        if self.bias is not None:
+            out = out + self.bias
+        if return_attention_weights:
+            return out, (graph.edge_index, alpha)
+        return out
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
+                f"heads={self.heads})")

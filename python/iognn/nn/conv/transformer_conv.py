@@ -1,0 +1,106 @@
+"""``TransformerConv``: PyG 2.8's graph transformer operator (Shi et al.) on iognn's
+``transformer_attention``.
+
+Per head: ``alpha_ji = softmax_j(q_i · (k_j [+ W_e e_ji]) / sqrt(C))``,
+``out_i = sum_j alpha_ji (v_j [+ W_e e_ji])``; then heads are concatenated or averaged and the root
+term ``lin_skip(x_dst)`` is added (gated by ``beta`` when set). No self-loops are added.
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from ...ops.attention import transformer_attention
+from .._graph import layer_graph
+from ..linear import Linear
+
+
+class TransformerConv(torch.nn.Module):
+    """Drop-in for ``torch_geometric.nn.TransformerConv`` (same arguments, parameters and outputs).
+
+    Args:
+        in_channels: an int, or ``(source, destination)`` sizes.
+        out_channels: channels per head.
+        heads: number of attention heads.
+        concat: concatenate heads (else average them).
+        beta: gate the root term with a learned ``sigmoid(lin_beta([out, x_r, out - x_r]))``.
+        dropout: dropout on the attention coefficients (training only).
+        edge_dim: edge feature size (None: no edge features).
+        bias: biases of the key/query/value/skip projections.
+        root_weight: add ``lin_skip(x_dst)``.
+    """
+
+    def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int,
+                 heads: int = 1, concat: bool = True, beta: bool = False, dropout: float = 0.0,
+                 edge_dim: Optional[int] = None, bias: bool = True, root_weight: bool = True):
+        super().__init__()
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.heads = heads
+        self.beta = beta and root_weight
+        self.root_weight = root_weight
+        self.concat = concat
+        self.dropout = dropout
+        self.edge_dim = edge_dim
+        src_channels, dst_channels = ((in_channels, in_channels) if isinstance(in_channels, int)
+                                      else in_channels)
+        self.lin_key = Linear(src_channels, heads * out_channels, bias=bias)
+        self.lin_query = Linear(dst_channels, heads * out_channels, bias=bias)
+        self.lin_value = Linear(src_channels, heads * out_channels, bias=bias)
+        if edge_dim is not None:
+            self.lin_edge = Linear(edge_dim, heads * out_channels, bias=False)
+        else:
+            self.register_parameter("lin_edge", None)
+        # PyG builds lin_skip even without root_weight (it is then unused but part of the state).
+        total_out = heads * out_channels if concat else out_channels
+        self.lin_skip = Linear(dst_channels, total_out, bias=bias)
+        if self.beta:
+            self.lin_beta = Linear(3 * total_out, 1, bias=False)
+        else:
+            self.register_parameter("lin_beta", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for lin in (self.lin_key, self.lin_query, self.lin_value, self.lin_edge, self.lin_skip,
+                    self.lin_beta):
+            if lin is not None:
+                lin.reset_parameters()
+
+    def forward(self, x: Union[Tensor, Tuple[Tensor, Tensor]], edge_index,
+                edge_attr: Optional[Tensor] = None,
+                return_attention_weights: Optional[bool] = None):
+        H, C = self.heads, self.out_channels
+        x_src, x_dst = (x, x) if isinstance(x, Tensor) else x
+        query = self.lin_query(x_dst).view(-1, H, C)
+        key = self.lin_key(x_src).view(-1, H, C)
+        value = self.lin_value(x_src).view(-1, H, C)
+        graph = layer_graph("TransformerConv", edge_index, (key.size(0), query.size(0)))
+        if edge_attr is not None and self.lin_edge is None:
+            raise ValueError("TransformerConv got edge_attr but was built without edge_dim")
+        w_edge = None if self.lin_edge is None else self.lin_edge.weight
+        if w_edge is not None and edge_attr is None:
+            raise ValueError("TransformerConv was built with edge_dim but got no edge_attr")
+        # PyG returns alpha whenever return_attention_weights is a bool (False included).
+        want_alpha = isinstance(return_attention_weights, bool)
+        result = transformer_attention(graph, query, key, value, edge_attr=edge_attr, w_edge=w_edge,
+                                       dropout=self.dropout if self.training else 0.0,
+                                       return_alpha=want_alpha)
+        out, alpha = result if want_alpha else (result, None)
+
+        out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
+        if self.root_weight:
+            x_r = self.lin_skip(x_dst)
+            if self.lin_beta is not None:
+                beta = self.lin_beta(torch.cat([out, x_r, out - x_r], dim=-1)).sigmoid()
+                out = beta * x_r + (1 - beta) * out
+            else:
+                out = out + x_r
+        if want_alpha:
+            return out, (graph.edge_index, alpha)
+        return out
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
+                f"heads={self.heads})")

@@ -1,0 +1,330 @@
+"""Train a 2-layer GNN node classifier with iognn layers (optionally side by side with PyG).
+
+With ``--compare pyg`` the same architecture is also built from ``torch_geometric.nn``; the iognn
+model starts from the PyG model's initial weights (``load_state_dict``), both train with the same
+seed and Adam settings, and a table compares test accuracy (at the best validation epoch), time per
+training step and peak memory.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import re
+import resource
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+CONV_CLASSES = {"gcn": "GCNConv", "sage": "SAGEConv", "gin": "GINConv", "gat": "GATConv",
+                "gatv2": "GATv2Conv", "transformer": "TransformerConv"}
+MODELS = tuple(CONV_CLASSES)
+TIME_METRIC = "training step (forward + backward + Adam), mean over all epochs after a warm-up step"
+
+
+# ---- model ---------------------------------------------------------------------------------------
+class NodeClassifier(torch.nn.Module):
+    """``conv2(dropout(relu(conv1(dropout(x)))))``."""
+
+    def __init__(self, conv1: torch.nn.Module, conv2: torch.nn.Module, dropout: float):
+        super().__init__()
+        self.conv1 = conv1
+        self.conv2 = conv2
+        self.dropout = dropout
+
+    def forward(self, x, edge_index):
+        x = F.dropout(x, self.dropout, self.training)
+        x = F.relu(self.conv1(x, edge_index))
+        x = F.dropout(x, self.dropout, self.training)
+        return self.conv2(x, edge_index)
+
+
+def build_model(model: str, layers, in_channels: int, hidden: int, num_classes: int,
+                heads: int = 8, dropout: float = 0.5, attn_dropout: float = 0.0) -> NodeClassifier:
+    """A :class:`NodeClassifier` whose two convolutions come from ``layers`` (``iognn.nn`` or
+    ``torch_geometric.nn``: both name their classes alike). Attention models use
+    ``hidden // heads`` channels per head in the first layer and one head in the second."""
+    if model not in CONV_CLASSES:
+        raise ValueError(f"model must be one of {MODELS}, got {model!r}")
+    conv = getattr(layers, CONV_CLASSES[model])
+    if model in ("gcn", "sage"):
+        return NodeClassifier(conv(in_channels, hidden), conv(hidden, num_classes), dropout)
+    if model == "gin":
+        def mlp(a, b, c):
+            return torch.nn.Sequential(torch.nn.Linear(a, b), torch.nn.ReLU(),
+                                       torch.nn.Linear(b, c))
+        return NodeClassifier(conv(mlp(in_channels, hidden, hidden)),
+                              conv(mlp(hidden, hidden, num_classes)), dropout)
+    per_head = max(1, hidden // heads)
+    return NodeClassifier(conv(in_channels, per_head, heads=heads, dropout=attn_dropout),
+                          conv(per_head * heads, num_classes, heads=1, dropout=attn_dropout),
+                          dropout)
+
+
+def implementation_layers(name: str):
+    if name == "iognn":
+        import iognn.nn
+        return iognn.nn
+    import torch_geometric.nn
+    return torch_geometric.nn
+
+
+# ---- device --------------------------------------------------------------------------------
+def iognn_runs_on_cuda(model: str, heads: int) -> bool:
+    """Whether iognn's ops behind ``model`` have CUDA kernels (a tiny forward + backward)."""
+    import iognn.nn
+    net = build_model(model, iognn.nn, 4, heads, 2, heads=heads).cuda()
+    x = torch.randn(3, 4, device="cuda")
+    edge_index = torch.tensor([[0, 1, 2], [1, 2, 0]], device="cuda")
+    try:
+        net(x, edge_index).sum().backward()
+    except NotImplementedError:
+        return False
+    return True
+
+
+def pick_device(requested: str, model: str, heads: int) -> torch.device:
+    if requested == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        if requested == "cuda":
+            raise SystemExit("iognn train: --device cuda requested but no CUDA device is available")
+        return torch.device("cpu")
+    if iognn_runs_on_cuda(model, heads):
+        return torch.device("cuda")
+    if requested == "cuda":
+        raise SystemExit(f"iognn train: --device cuda requested but this iognn build has no CUDA "
+                         f"kernels for the '{model}' layers")
+    print(f"notice: this iognn build has no CUDA kernels for '{model}'; training on the CPU",
+          file=sys.stderr)
+    return torch.device("cpu")
+
+
+# ---- peak memory ---------------------------------------------------------------------------------
+def _proc_status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        return int(re.search(rf"^{field}:\s+(\d+) kB", f.read(), re.M).group(1))
+
+
+def _reset_rss_peak() -> bool:
+    """Return freed heap to the OS and reset the RSS high-water mark (Linux); False if unable."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+class PeakMemory:
+    """Peak memory of a block above its start, in MiB (``mib``; ``method`` says how it was taken).
+
+    CUDA: ``torch.cuda.max_memory_allocated`` (peak reset at the start). CPU: the process's resident
+    set high-water mark (``VmHWM``, reset through ``/proc/self/clear_refs``); where that is not
+    possible, the growth of ``ru_maxrss``, which only shows memory beyond any earlier peak.
+    """
+
+    _METHODS = {
+        "cuda": "CUDA max_memory_allocated above the start of training",
+        "hwm": "CPU resident-set high-water mark (VmHWM) above the start of training",
+        "maxrss": "CPU ru_maxrss growth during training (0 when below an earlier peak)",
+    }
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.mode = "cuda" if device.type == "cuda" else "hwm" if _reset_rss_peak() else "maxrss"
+        self.method = self._METHODS[self.mode]
+        self.mib: Optional[float] = None
+
+    def _bytes(self, peak: bool) -> int:
+        if self.mode == "cuda":
+            torch.cuda.synchronize(self.device)
+            if peak:
+                return torch.cuda.max_memory_allocated(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            return torch.cuda.memory_allocated(self.device)
+        if self.mode == "hwm":
+            if peak:
+                return _proc_status_kib("VmHWM") * 1024
+            _reset_rss_peak()
+            return _proc_status_kib("VmRSS") * 1024
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    def __enter__(self):
+        self._start = self._bytes(peak=False)
+        return self
+
+    def __exit__(self, *exc):
+        self.mib = max(self._bytes(peak=True) - self._start, 0) / 2**20
+        return False
+
+
+# ---- training ------------------------------------------------------------------------------
+@dataclass
+class RunResult:
+    implementation: str
+    test_acc: float          # at the best validation epoch
+    val_acc: float           # best validation accuracy
+    best_epoch: int
+    final_loss: float
+    time_per_epoch_ms: float
+    peak_memory_mib: float
+
+
+def _accuracy(logits, y, mask) -> float:
+    return float((logits[mask].argmax(dim=-1) == y[mask]).float().mean()) if mask.any() else 0.0
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def train_model(name: str, model: torch.nn.Module, data, epochs: int, lr: float,
+                weight_decay: float, seed: int, device: torch.device,
+                progress: bool = True):
+    """Full-batch training with Adam; the test accuracy is taken at the best validation epoch
+    (the earliest on ties). Returns ``(RunResult, how peak memory was measured)``.
+
+    An untimed forward + backward first (parameters untouched, the seed set after it) keeps one-time
+    costs such as thread pools and first allocations out of the time and memory figures.
+    """
+    from tqdm import tqdm
+    x, edge_index, y = data.x, data.edge_index, data.y
+    model.train()
+    model(x, edge_index).sum().backward()
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    best_val, best_test, best_epoch, loss_value = -1.0, 0.0, 0, float("nan")
+    step_times = []
+    with PeakMemory(device) as memory:
+        bar = tqdm(range(1, epochs + 1), desc=f"{name:>5}", disable=not progress, file=sys.stderr,
+                   dynamic_ncols=True)
+        for epoch in bar:
+            model.train()
+            _sync(device)
+            start = time.perf_counter()
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(x, edge_index)[data.train_mask], y[data.train_mask])
+            loss.backward()
+            optimizer.step()
+            _sync(device)
+            step_times.append(time.perf_counter() - start)
+
+            model.eval()
+            with torch.no_grad():
+                logits = model(x, edge_index)
+            val, test = _accuracy(logits, y, data.val_mask), _accuracy(logits, y, data.test_mask)
+            loss_value = float(loss.detach())
+            if val > best_val:
+                best_val, best_test, best_epoch = val, test, epoch
+            bar.set_postfix(loss=f"{loss_value:.3f}", val=f"{val:.3f}", test=f"{test:.3f}")
+        bar.close()
+    result = RunResult(name, best_test, best_val, best_epoch, loss_value,
+                       1e3 * sum(step_times) / len(step_times), memory.mib)
+    return result, memory.method
+
+
+def build_models(args, in_channels: int, num_classes: int) -> dict:
+    """``{implementation: model}``; with ``--compare`` the iognn model copies the PyG model's
+    initial weights so both start identical."""
+    names = ["iognn"] + ([args.compare] if args.compare else [])
+    models = {}
+    for name in reversed(names):  # the reference first: its weights are the ones copied
+        torch.manual_seed(args.seed)
+        models[name] = build_model(args.model, implementation_layers(name), in_channels,
+                                   args.hidden, num_classes, heads=args.heads,
+                                   dropout=args.dropout, attn_dropout=args.attn_dropout)
+    if args.compare:
+        models["iognn"].load_state_dict(models[args.compare].state_dict())
+    return {name: models[name] for name in names}
+
+
+def run_training(args) -> dict:
+    """Loads the data, trains every implementation and returns the report (the ``--json`` file)."""
+    from .datasets import load_dataset
+    data = load_dataset(args.dataset, args.data_dir)
+    num_classes = int(data.y.max()) + 1
+    device = pick_device(args.device, args.model, args.heads)
+    models = build_models(args, data.num_features, num_classes)
+    data = data.to(device)
+    print(f"{args.model} on {args.dataset}: {data.num_nodes} nodes, {data.num_edges} edges, "
+          f"{data.num_features} features, {num_classes} classes; device {device}; "
+          f"{args.epochs} epochs", file=sys.stderr)
+    results, memory_metric = [], None
+    for name, model in models.items():
+        model = model.to(device)
+        result, memory_metric = train_model(name, model, data, args.epochs, args.lr,
+                                            args.weight_decay, args.seed, device,
+                                            progress=not args.no_progress)
+        results.append(result)
+    config = {k: v for k, v in vars(args).items() if k not in ("run", "command", "json")}
+    config["device"] = str(device)
+    return {"config": config, "time_metric": TIME_METRIC + " (ms)",
+            "memory_metric": memory_metric + " (MiB)", "num_nodes": data.num_nodes,
+            "num_edges": data.num_edges, "results": [asdict(r) for r in results]}
+
+
+def format_table(report: dict) -> str:
+    header = ("implementation", "test acc %", "val acc %", "best epoch", "ms/epoch", "peak MiB")
+    rows = [(r["implementation"], f"{100 * r['test_acc']:.2f}", f"{100 * r['val_acc']:.2f}",
+             str(r["best_epoch"]), f"{r['time_per_epoch_ms']:.2f}", f"{r['peak_memory_mib']:.1f}")
+            for r in report["results"]]
+    widths = [max(len(row[i]) for row in [header] + rows) for i in range(len(header))]
+
+    def line(row):  # first column left-aligned, numbers right-aligned
+        return "  ".join(c.rjust(w) if i else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(row, widths)))
+
+    rule = "-" * len(line(header))
+    return "\n".join([line(header), rule] + [line(r) for r in rows] + [
+        rule, f"ms/epoch: {report['time_metric']}", f"peak MiB: {report['memory_metric']}"])
+
+
+# ---- command line --------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from .datasets import DATASETS
+    parser.add_argument("--model", choices=MODELS, default="gcn", help="layer type")
+    parser.add_argument("--dataset", choices=DATASETS, default="synthetic",
+                        help="'synthetic' needs no files")
+    parser.add_argument("--data-dir", default=None,
+                        help="folder of the real datasets (when not given: $IOGNN_DATA, else "
+                             "../shared/data beside the checkout)")
+    parser.add_argument("--epochs", type=int, default=100, help="training epochs")
+    parser.add_argument("--hidden", type=int, default=64,
+                        help="hidden width (attention models: split over the heads)")
+    parser.add_argument("--heads", type=int, default=8, help="attention heads of the first layer")
+    parser.add_argument("--lr", type=float, default=0.01, help="Adam learning rate")
+    parser.add_argument("--weight-decay", type=float, default=5e-4, help="Adam weight decay")
+    parser.add_argument("--dropout", type=float, default=0.5, help="feature dropout")
+    parser.add_argument("--attn-dropout", type=float, default=0.0,
+                        help="attention dropout of gat/gatv2/transformer (its random masks differ "
+                             "between implementations)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the initial weights and dropout (dataset splits use seed 0)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="auto: CUDA when available and iognn has CUDA kernels for the model")
+    parser.add_argument("--compare", choices=("pyg",), default=None,
+                        help="also train the same model built from torch_geometric.nn layers")
+    parser.add_argument("--json", default=None, metavar="PATH", help="write the report as JSON")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+
+
+def run(args) -> int:
+    if args.epochs < 1:
+        raise SystemExit("iognn train: --epochs must be at least 1")
+    try:
+        report = run_training(args)
+    except FileNotFoundError as error:
+        raise SystemExit(f"iognn train: {error}") from None
+    print(format_table(report))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=2)
+    return 0
