@@ -90,11 +90,15 @@ def markdown(report: dict) -> str:
     lines += ["", "## Results", "", "| " + " | ".join(COLUMNS) + " |",
               "|" + "|".join("---" if i < 5 else "---:" for i in range(len(COLUMNS))) + "|"]
     lines += ["| " + " | ".join(table_row(r)) + " |" for r in report["results"]]
-    problems = [r for r in report["results"] if r["status"] not in ("ok", "unavailable")]
+    problems: "OrderedDict[tuple, List[dict]]" = OrderedDict()
+    for r in report["results"]:
+        if r["status"] != "ok":
+            problems.setdefault((r["impl"], r["status"], r["message"]), []).append(r)
     if problems:
         lines += ["", "## Not measured", ""]
-        lines += [f"- {r['graph']} {r['label']} {r['level']} {r['dtype']} {r['impl']}: "
-                  f"{r['status']}: {r['message']}" for r in problems]
+        for (impl, status, message), rows in problems.items():
+            ops = ", ".join(OrderedDict.fromkeys(f"{r['label']} {r['level']}" for r in rows))
+            lines.append(f"- {impl}, {status}, {len(rows)} rows ({ops}): {message}")
     return "\n".join(lines) + "\n"
 
 
