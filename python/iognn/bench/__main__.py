@@ -1,0 +1,4 @@
+"""``python -m iognn.bench``."""
+from .cli import main
+
+raise SystemExit(main())

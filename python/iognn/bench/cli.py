@@ -1,0 +1,128 @@
+"""``iognn bench`` / ``python -m iognn.bench``: command-line entry point (``main(argv)``)."""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from collections import Counter
+from typing import List, Optional, Sequence
+
+from .cases import resolve_ops
+from .graphs import check_spec
+from .report import write_json, write_report
+from .runner import Runner
+from .suites import DTYPES, MODES, SUITES, suite_config
+
+
+def _csv(text: str) -> List[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _ints(text: str) -> List[int]:
+    return [int(t) for t in _csv(text)]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="iognn bench",
+        description="Benchmark iognn ops and layers against PyTorch Geometric: time, peak memory, "
+                    "bytes floor and a correctness check per op, graph, dtype and implementation.")
+    p.add_argument("--suite", choices=sorted(SUITES), default="quick",
+                   help="preset to start from; the options below override it (default: quick)")
+    p.add_argument("--graphs", type=_csv,
+                   help="comma-separated graph specs: powerlaw:N:avgdeg[:exp], uniform:N:avgdeg, "
+                   "grid:N, sbm:N:blocks:deg_in:deg_out, rmat:scale:edgefactor, "
+                   "batch:G:nodes:deg, or a dataset name (cora, amazon_photo, ...)")
+    p.add_argument("--ops", type=_csv,
+                   help="comma-separated ops (gcn, sage, gin, sum, mean, min, max, std, multi, gat, "
+                   "gatv2, transformer), families (propagate, reduce, attention) or all")
+    p.add_argument("--level", choices=("op", "layer", "both"), help="op level, layer level or both")
+    p.add_argument("--feat", type=int, help="feature width F")
+    p.add_argument("--heads", type=_ints,
+                   help="attention heads H (comma list, paired with --head-dim)")
+    p.add_argument("--head-dim", type=_ints, help="attention head width C (comma list)")
+    p.add_argument("--dtype", type=_csv, help=f"comma-separated dtypes out of {sorted(DTYPES)}")
+    p.add_argument("--mode", choices=MODES, help="fwd (inference) or fwdbwd (training step)")
+    p.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda or cuda:N")
+    p.add_argument("--repeats", type=int, help="timed steps per measurement, at most")
+    p.add_argument("--warmup", type=int, help="untimed steps first (at least 2 are run)")
+    p.add_argument("--budget", type=float, dest="budget_s",
+                   help="seconds one measurement may take (fewer repeats on slow steps)")
+    p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's own choice)")
+    p.add_argument("--seed", type=int, help="seed of graphs, inputs and parameters (default 0)")
+    p.add_argument("--data", dest="data_dir", help="data folder of the real graphs "
+                   "(default: $IOGNN_DATA, else ../shared/data beside the checkout)")
+    p.add_argument("--out", default="bench-out", help="output folder (default: bench-out)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def _attention_shapes(suite: str, heads: Optional[List[int]], head_dims: Optional[List[int]]):
+    """(H, C) pairs: the lists are paired element-wise, a single value applies to every pair, and
+    a missing one comes from the suite's first pair."""
+    if heads is None and head_dims is None:
+        return None
+    if heads is None or head_dims is None:
+        default_h, default_c = zip(*SUITES[suite]["attention"])
+        heads = heads or [default_h[0]]
+        head_dims = head_dims or [default_c[0]]
+    if len(heads) != len(head_dims) and 1 not in (len(heads), len(head_dims)):
+        raise ValueError("--heads and --head-dim must have the same length (or one value)")
+    n = max(len(heads), len(head_dims))
+    heads = heads * n if len(heads) == 1 else heads
+    head_dims = head_dims * n if len(head_dims) == 1 else head_dims
+    if min(heads + head_dims) <= 0:
+        raise ValueError("--heads and --head-dim must be positive")
+    return list(zip(heads, head_dims))
+
+
+def config_from_args(args: argparse.Namespace):
+    for spec in args.graphs or []:
+        check_spec(spec)
+    unknown = [v for v in args.dtype or [] if v not in DTYPES]
+    if unknown:
+        raise ValueError(f"--dtype: unknown dtype(s) {unknown}; expected {sorted(DTYPES)}")
+    for name in ("feat", "repeats", "threads"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            raise ValueError(f"--{name} must be positive, got {value}")
+    levels = {None: None, "both": ["op", "layer"]}.get(args.level, [args.level])
+    return suite_config(
+        args.suite, graphs=args.graphs, ops=None if args.ops is None else resolve_ops(args.ops),
+        levels=levels, feat=args.feat,
+        attention=_attention_shapes(args.suite, args.heads, args.head_dim),
+        dtypes=args.dtype, mode=args.mode, device=args.device, repeats=args.repeats,
+        warmup=args.warmup, budget_s=args.budget_s, seed=args.seed, data_dir=args.data_dir,
+        threads=args.threads)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Runs the benchmark; returns 0, or 1 when an iognn correctness check failed."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        runner = Runner(config_from_args(args), progress=not args.no_progress)
+    except ValueError as exc:
+        parser.error(str(exc))
+    os.makedirs(args.out, exist_ok=True)
+    partial = os.path.join(args.out, "results.json")  # rewritten after each graph, then final
+    report = runner.run(
+        command=" ".join(["iognn bench"] + [shlex.quote(a) for a in argv]),
+        checkpoint=lambda r: write_json(r, partial))
+    paths = write_report(report, args.out)
+    results = report["results"]
+    statuses = Counter(r["status"] for r in results)
+    failed = [r for r in results if r["check"] == "FAIL"]
+    ours = [r for r in failed if r["impl"] == "iognn"]
+    print(f"iognn bench: {len(results)} results on {report['device']['type']} "
+          f"({', '.join(f'{k} {v}' for k, v in sorted(statuses.items()))}); failed checks: "
+          f"{len(ours)} of iognn, {len(failed) - len(ours)} of other implementations; "
+          f"{report['elapsed_s']} s")
+    for r in ours:
+        print(f"  FAIL {r['graph']} {r['label']} {r['level']} {r['dtype']}: "
+              f"relative error {r['rel_error']:.3g} > {r['tolerance']:g}")
+    for kind, path in paths.items():
+        print(f"  {kind}: {path}")
+    return 1 if ours else 0
