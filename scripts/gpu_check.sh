@@ -39,15 +39,12 @@ step() {  # step NAME LOGFILE COMMAND...: runs COMMAND, records status and time,
 cat "$OUT/env.txt"
 
 JOBS=$(nproc)
-step build build.log bash -c "
-  cmake -S . -B build/gpu -G Ninja -DIOGNN_BUILD_PYTHON=ON -DPython_EXECUTABLE=\$(command -v $PY) \
-        -DIOGNN_PYTHON_OUTPUT_DIR=$PWD/python/iognn -DIOGNN_WITH_CUDA=ON \
-        -DCMAKE_CUDA_ARCHITECTURES=${TORCH_CUDA_ARCH_LIST//./} &&
-  cmake --build build/gpu -j $JOBS"
+step build build.log scripts/gpu_build.sh build/gpu
 
 if [ -f /usr/include/gtest/gtest.h ] || [ -d /usr/lib/cmake/GTest ]; then
   step cpp-tests cpp-tests.log bash -c "
-    cmake -S . -B build/gpu-cpp -G Ninja -DIOGNN_BUILD_TESTS=ON -DIOGNN_WITH_CUDA=ON &&
+    cmake -S . -B build/gpu-cpp -G Ninja -DIOGNN_BUILD_TESTS=ON -DIOGNN_WITH_CUDA=ON \
+          \$([ -x /usr/bin/g++ ] && echo -DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++) &&
     cmake --build build/gpu-cpp -j $JOBS && cd build/gpu-cpp && ctest --output-on-failure"
 else
   STATUS[cpp-tests]="not run (no GoogleTest on this machine)"; TIME[cpp-tests]=0

@@ -11,6 +11,7 @@ from typing import List, Optional
 
 COMMANDS = {
     "train": "iognn.train",
+    "bench": "iognn.bench.cli",
 }
 
 

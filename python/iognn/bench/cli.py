@@ -23,11 +23,18 @@ def _ints(text: str) -> List[int]:
     return [int(t) for t in _csv(text)]
 
 
+DESCRIPTION = ("Benchmark iognn ops and layers against PyTorch Geometric: time, peak memory, "
+               "bytes floor and a correctness check per op, graph, dtype and implementation.")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="iognn bench",
-        description="Benchmark iognn ops and layers against PyTorch Geometric: time, peak memory, "
-                    "bytes floor and a correctness check per op, graph, dtype and implementation.")
+    p = argparse.ArgumentParser(prog="iognn bench", description=DESCRIPTION)
+    add_arguments(p)
+    return p
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``iognn bench`` (also used by the ``iognn`` console command)."""
     p.add_argument("--suite", choices=sorted(SUITES), default="quick",
                    help="preset to start from; the options below override it (default: quick)")
     p.add_argument("--graphs", type=_csv,
@@ -55,7 +62,6 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: $IOGNN_DATA, else ../shared/data beside the checkout)")
     p.add_argument("--out", default="bench-out", help="output folder (default: bench-out)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    return p
 
 
 def _attention_shapes(suite: str, heads: Optional[List[int]], head_dims: Optional[List[int]]):
@@ -103,9 +109,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        runner = Runner(config_from_args(args), progress=not args.no_progress)
+        return run(args, argv)
     except ValueError as exc:
         parser.error(str(exc))
+
+
+def run(args: argparse.Namespace, argv: Optional[Sequence[str]] = None) -> int:
+    """Runs the benchmark described by parsed arguments (see :func:`main`)."""
+    argv = list(sys.argv[2:] if argv is None else argv)  # `iognn bench ...`: after the command
+    runner = Runner(config_from_args(args), progress=not args.no_progress)
     os.makedirs(args.out, exist_ok=True)
     partial = os.path.join(args.out, "results.json")  # rewritten after each graph, then final
     report = runner.run(

@@ -17,11 +17,14 @@ def write_report(report: dict, out_dir: str) -> Dict[str, str]:
     os.makedirs(out_dir, exist_ok=True)
     paths = {"json": os.path.join(out_dir, "results.json"),
              "markdown": os.path.join(out_dir, "results.md"),
+             "summary": os.path.join(out_dir, "summary.md"),
              "speedup_plot": os.path.join(out_dir, "speedup.png"),
              "memory_plot": os.path.join(out_dir, "memory.png")}
     write_json(report, paths["json"])
     with open(paths["markdown"], "w") as f:
         f.write(markdown(report))
+    with open(paths["summary"], "w") as f:
+        f.write(summary(report))
     rows = report["results"]
     heatmap(rows, "speedup", "speed-up over PyG (time_PyG / time)", paths["speedup_plot"])
     heatmap(rows, "memory_ratio", "memory ratio (peak_PyG / peak)", paths["memory_plot"])
@@ -37,6 +40,24 @@ def _json_default(value):
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return str(value)
+
+
+def summary(report: dict) -> str:
+    """A compact table of iognn's rows only: time, speed-up and memory ratio over PyG, check."""
+    lines = ["| graph | op | level | dtype | ms | speed-up | memory ratio | check |",
+             "|---|---|---|---|---:|---:|---:|---|"]
+    main = "fwdbwd_ms" if report["config"]["mode"] == "fwdbwd" else "fwd_ms"
+    for r in report["results"]:
+        if r["impl"] != "iognn":
+            continue
+        if r["status"] != "ok":
+            lines.append(f"| {r['graph']} | {r['label']} | {r['level']} | {r['dtype']} | "
+                         f"{r['status']} | - | - | - |")
+            continue
+        lines.append(f"| {r['graph']} | {r['label']} | {r['level']} | {r['dtype']} | "
+                     f"{_num(r[main])} | {_num(r['speedup'], 'x')} | "
+                     f"{_num(r['memory_ratio'], 'x')} | {r['check'] or '-'} |")
+    return "\n".join(lines) + "\n"
 
 
 # ---- Markdown ---------------------------------------------------------------------------------
