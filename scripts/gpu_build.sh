@@ -4,12 +4,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 archs=${TORCH_CUDA_ARCH_LIST:-9.0}
-# Prefer the distribution's g++ over a custom toolchain: the /opt/gcc build found on the GPU machines
-# links shared objects with -Bsymbolic (in its specs), which gives the extension private copies of
-# libstdc++'s template statics (locale facet ids) and crashes the first ostream use.
+# Use the distribution's g++ (IOGNN_CXX overrides), whatever CXX says: the /opt/gcc toolchain found on
+# the GPU machines (exported as CXX there) links shared objects with -Bsymbolic and pulls pieces of
+# its own libstdc++ into the extension, whose ostream then crashes on first use (seen: a segfault in
+# std::ostream::_M_insert<long> inside _C.so on any TORCH_CHECK message with a number).
+cxx=${IOGNN_CXX:-/usr/bin/g++}
 compiler=()
-if [ -z "${CXX:-}" ] && [ -x /usr/bin/g++ ]; then
-  compiler=(-DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++)
+if [ -x "$cxx" ]; then
+  compiler=(-DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CUDA_HOST_COMPILER="$cxx")
+  unset CXX CC CUDAHOSTCXX
 fi
 cmake -S . -B "${1:-build/gpu}" -G Ninja -DIOGNN_BUILD_PYTHON=ON "${compiler[@]}" \
   -DPython_EXECUTABLE="$(command -v "${PYTHON:-python3}")" \

@@ -44,7 +44,7 @@ step build build.log scripts/gpu_build.sh build/gpu
 if [ -f /usr/include/gtest/gtest.h ] || [ -d /usr/lib/cmake/GTest ]; then
   step cpp-tests cpp-tests.log bash -c "
     cmake -S . -B build/gpu-cpp -G Ninja -DIOGNN_BUILD_TESTS=ON -DIOGNN_WITH_CUDA=ON \
-          \$([ -x /usr/bin/g++ ] && echo -DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++) &&
+          -DCMAKE_CXX_COMPILER=\${IOGNN_CXX:-/usr/bin/g++} -DCMAKE_CUDA_HOST_COMPILER=\${IOGNN_CXX:-/usr/bin/g++} &&
     cmake --build build/gpu-cpp -j $JOBS && cd build/gpu-cpp && ctest --output-on-failure"
 else
   STATUS[cpp-tests]="not run (no GoogleTest on this machine)"; TIME[cpp-tests]=0
