@@ -5,14 +5,13 @@ stored once are symmetrised, and self-loops and duplicate edges are dropped, so 
 twice the number of distinct undirected non-loop edges (cora: 10,556, as in PyG). The layers under
 test add their own self-loops where their contract says so.
 
-The folder is ``data_dir`` if given, else ``$IOGNN_DATA``, else ``../shared/data`` beside the
-project checkout (or ``shared/data`` inside it, when only that one exists).
+The folder is ``data_dir`` if given, else the first existing folder of
+:func:`iognn.datasets.candidate_roots` (``$IOGNN_DATA``, then ``../shared/data`` beside the checkout).
 """
 from __future__ import annotations
 
 import gzip
 import json
-import os
 import pickle
 import warnings
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Callable, Dict, Optional, Tuple
 import numpy as np
 import torch
 
+from ..datasets import candidate_roots
 from .graphs import simplify
 
 
@@ -29,13 +29,8 @@ class DatasetUnavailable(FileNotFoundError):
 
 
 def data_root(data_dir: Optional[str] = None) -> Path:
-    if data_dir:
-        return Path(data_dir)
-    if os.environ.get("IOGNN_DATA"):
-        return Path(os.environ["IOGNN_DATA"])
-    checkout = Path(__file__).resolve().parents[3]
-    beside, inside = checkout.parent / "shared" / "data", checkout / "shared" / "data"
-    return inside if inside.is_dir() and not beside.is_dir() else beside
+    roots = candidate_roots(data_dir)
+    return next((r for r in roots if r.is_dir()), roots[0])
 
 
 def _count_rows(path: Path) -> int:
