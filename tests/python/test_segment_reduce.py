@@ -231,11 +231,3 @@ def test_bad_inputs_raise_clear_errors():
         torch.ops.iognn.segment_reduce_backward(*bwd[:9], out[:, :2], ["min", "var"])
     # The process stays usable after an error.
     assert segment_reduce(g, x, ["sum", "std"]).shape == (3, 4)
-
-
-@pytest.mark.cuda
-def test_cuda_input_without_kernel_raises():
-    ei = torch.tensor([[0, 1], [1, 0]], device="cuda")
-    g = iognn.Graph(ei.cpu(), 2).to("cuda")
-    with pytest.raises(NotImplementedError, match="iognn::segment_reduce"):
-        segment_reduce(g, torch.randn(2, 3, device="cuda"), "max")

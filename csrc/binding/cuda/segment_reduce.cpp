@@ -1,0 +1,104 @@
+// iognn::segment_reduce / segment_reduce_backward on CUDA tensors (schemas: ../segment_reduce.cpp).
+//
+// Same checks and outputs as the CPU implementation (segment_reduce_checks.h). Kernels run on the
+// current stream of x's device; the heavy-row workspace comes from the caching allocator; nothing
+// synchronises with the host.
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "binding/segment_reduce_checks.h"
+#include "binding/utils.h"
+#include "kernels/cuda/segment_reduce.h"
+
+namespace iognn::torch_ext {
+namespace {
+
+// Scratch bytes on x's device (256-byte aligned: the allocator hands out whole blocks).
+at::Tensor workspace_like(size_t bytes, const at::Tensor& x) {
+  return at::empty({int64_t(bytes)}, x.options().dtype(at::kByte));
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> segment_reduce_cuda(
+    const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& colptr,
+    const at::Tensor& row, const at::Tensor& csc2csr, const at::Tensor& x_in,
+    std::vector<std::string> reduce_names) {
+  constexpr const char* op = "iognn::segment_reduce";
+  const SegmentReduceCall call = check_segment_reduce(op, rowptr, col, colptr, x_in, reduce_names);
+  const c10::cuda::CUDAGuard guard(x_in.device());
+  const at::Tensor x = last_dim_contiguous(x_in);
+  auto [out, arg_min, arg_max, mean] = empty_segment_reduce_outputs(call, x, rowptr);
+  if (out.numel() == 0) return {out, arg_min, arg_max, mean};
+  const int64_t num_edges = col.numel();
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  dispatch_float(x.scalar_type(), op, [&](auto ft) {
+    using T = typename decltype(ft)::type;
+    const at::Tensor ws = workspace_like(
+        cuda::segment_reduce_forward_workspace<T>(call.num_dst, num_edges, call.F), x);
+    dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
+      using I = typename decltype(it)::type;
+      translate_errors([&] {
+        cuda::segment_reduce_forward<T, I>(
+            cptr<I>(rowptr), cptr<I>(col), cptr<T>(x), x.stride(0), call.num_dst, num_edges,
+            call.F, call.reduces, ptr<T>(out), call.want_min ? ptr<I>(arg_min) : nullptr,
+            call.want_max ? ptr<I>(arg_max) : nullptr,
+            call.want_mean ? ptr<acc_t<T>>(mean) : nullptr, ws.data_ptr(), size_t(ws.numel()),
+            stream);
+      });
+    });
+  });
+  return {out, arg_min, arg_max, mean};
+}
+
+at::Tensor segment_reduce_backward_cuda(const at::Tensor& colptr, const at::Tensor& row,
+                                        const at::Tensor& csc2csr, const at::Tensor& rowptr,
+                                        const at::Tensor& x_in, const at::Tensor& out_in,
+                                        const at::Tensor& arg_min_in, const at::Tensor& arg_max_in,
+                                        const at::Tensor& mean_in, const at::Tensor& grad_out_in,
+                                        std::vector<std::string> reduce_names) {
+  constexpr const char* op = "iognn::segment_reduce_backward";
+  const SegmentReduceCall call =
+      check_segment_reduce_backward(op, colptr, row, csc2csr, rowptr, x_in, out_in, arg_min_in,
+                                    arg_max_in, mean_in, grad_out_in, reduce_names);
+  const c10::cuda::CUDAGuard guard(x_in.device());
+  const at::Tensor x = last_dim_contiguous(x_in);
+  const at::Tensor out = out_in.contiguous(), grad_out = grad_out_in.contiguous();
+  const at::Tensor arg_min = arg_min_in.contiguous(), arg_max = arg_max_in.contiguous();
+  const at::Tensor mean = mean_in.contiguous();
+  at::Tensor grad_x = at::empty({call.num_src, call.F}, x.options());
+  if (grad_x.numel() == 0) return grad_x;
+  const int64_t num_edges = row.numel();
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  dispatch_float(x.scalar_type(), op, [&](auto ft) {
+    using T = typename decltype(ft)::type;
+    const at::Tensor ws = workspace_like(
+        cuda::segment_reduce_backward_workspace<T>(call.num_src, num_edges, call.F), x);
+    dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
+      using I = typename decltype(it)::type;
+      translate_errors([&] {
+        cuda::segment_reduce_backward<T, I>(
+            cptr<I>(colptr), cptr<I>(row), cptr<I>(csc2csr), cptr<I>(rowptr), cptr<T>(x),
+            x.stride(0), cptr<T>(out), call.want_min ? cptr<I>(arg_min) : nullptr,
+            call.want_max ? cptr<I>(arg_max) : nullptr,
+            call.want_mean ? cptr<acc_t<T>>(mean) : nullptr, cptr<T>(grad_out), call.num_src,
+            num_edges, call.F, call.reduces, ptr<T>(grad_x), ws.data_ptr(), size_t(ws.numel()),
+            stream);
+      });
+    });
+  });
+  return grad_x;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(iognn, CUDA, m) {
+  m.impl("segment_reduce", &segment_reduce_cuda);
+  m.impl("segment_reduce_backward", &segment_reduce_backward_cuda);
+}
+
+}  // namespace iognn::torch_ext

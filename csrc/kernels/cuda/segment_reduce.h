@@ -1,0 +1,63 @@
+// Segment-reduction family on CUDA (sum/mean/min/max/var/std of x_j over the in-edges of each
+// target i, several fused in one pass), torch-free launch API on raw device pointers.
+//
+// Same contract as the host kernels (kernels/cpu/segment_reduce.h): shapes, PyG's empty-row zeros,
+// var = E[x^2] - E[x]^2, the std clamp and mask, min/max arg = CSR position of the first winning
+// edge (-1 for an empty row), NaN propagation as torch.amax, the mean aux output in acc_t<T>.
+// Results are bit-identical run to run (no float atomics); sums may differ from the host kernels in
+// the last bits for rows split over several segments (a different, but fixed, summation order).
+//
+// Degree-aware schedule (segment_reduce_schedule.cuh): rows of degree <= a heavy threshold are
+// reduced by one group of lanes each (lanes over features); heavier rows are cut into fixed-length
+// edge segments reduced in parallel into a workspace and merged in segment order by a second pass.
+// The workspace is caller-provided (the binding allocates it with the caching allocator): query its
+// size with the *_workspace function of the same (T, sizes), which never touches the device.
+// Everything is enqueued on `stream`; no host synchronisation, no device allocation.
+// Errors (a failed launch, a too-small workspace) throw iognn::DeviceError / ValueError.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/numeric.h"
+#include "kernels/cpu/segment_reduce.h"
+
+namespace iognn::cuda {
+
+using cpu::SegmentReduce;
+
+// Workspace bytes of segment_reduce_forward for num_dst rows, num_edges = col's length, F features.
+template <typename T>
+size_t segment_reduce_forward_workspace(int64_t num_dst, int64_t num_edges, int64_t F);
+
+// Forward: x [num_src, F] with row stride x_stride (feature stride 1); out [num_dst, K*F]
+// contiguous; arg_min / arg_max [num_dst, F] written when min / max is requested (else nullptr);
+// mean [num_dst, F] written when var or std is requested (else nullptr).
+template <typename T, typename index_t>
+void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* x, int64_t x_stride,
+                            int64_t num_dst, int64_t num_edges, int64_t F,
+                            const std::vector<SegmentReduce>& reduces, T* out, index_t* arg_min,
+                            index_t* arg_max, acc_t<T>* mean, void* workspace,
+                            size_t workspace_bytes, cudaStream_t stream);
+
+// Workspace bytes of segment_reduce_backward for num_src sources and num_edges edges.
+template <typename T>
+size_t segment_reduce_backward_workspace(int64_t num_src, int64_t num_edges, int64_t F);
+
+// Backward: grad_x [num_src, F] (contiguous), gathered over the transposed CSR (colptr, row,
+// csc2csr) exactly as the host kernel does; out, arg_min, arg_max, mean are the forward's outputs
+// (contiguous; the aux pointers may be nullptr when their reduction is not requested), grad_out
+// [num_dst, K*F] contiguous.
+template <typename T, typename index_t>
+void segment_reduce_backward(const index_t* colptr, const index_t* row, const index_t* csc2csr,
+                             const index_t* rowptr, const T* x, int64_t x_stride, const T* out,
+                             const index_t* arg_min, const index_t* arg_max,
+                             const acc_t<T>* mean, const T* grad_out, int64_t num_src,
+                             int64_t num_edges, int64_t F,
+                             const std::vector<SegmentReduce>& reduces, T* grad_x,
+                             void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
+}  // namespace iognn::cuda

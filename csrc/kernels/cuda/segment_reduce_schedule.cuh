@@ -1,0 +1,318 @@
+// Degree-aware schedule shared by the CUDA segment-reduction forward and backward.
+//
+// A "row" is a CSR row (forward: a destination and its in-edges; backward: a source and its
+// out-edges in the transposed CSR). An Op (segment_reduce_forward.cuh / _backward.cuh) says how to
+// fold the edges [begin, end) of a row into a per-lane State<VEC> (VEC consecutive features), how
+// to merge two States (the first one earlier in CSR order), how to spill a State to the workspace
+// (per-feature arrays, so any VEC reads what any VEC wrote), and how to write a finished row.
+// Lanes run over features: a group of G lanes (G a power of two <= 32, from F) owns one row and
+// G*VEC consecutive features (a "chunk"); rows wider than that are split into chunks handled by
+// independent groups. No lane ever needs another lane's data except in the merge pass.
+//
+//   light rows (degree <= heavy_degree): one group folds the whole row in CSR order and writes it
+//     (VEC = 16 bytes of features per lane where alignment allows, else 1).
+//   heavy rows: cut into segments of segment_edges edges; one group folds each segment into a
+//     workspace slot (same VEC); then one block per (heavy row, chunk of 32 features) merges the
+//     row's slots in segment order, one feature per lane (its groups each merge a contiguous run of
+//     slots, then group 0 merges the groups' States in group order) and writes the row. Every
+//     row's arithmetic order is fixed by the graph and the plan alone, so results are
+//     bit-identical run to run.
+//
+// Heavy rows are found per call by a small kernel that hands out heavy-row indices and slot ranges
+// with 64-bit integer atomics (the order of that list varies between runs, which cannot change any
+// value: a row's segments, their edges and their merge order depend only on the row). Kernel grids
+// are sized from host-side bounds (max_heavy, max_slots), so nothing is read back to the host; the
+// surplus blocks exit at once.
+#pragma once
+
+#include <algorithm>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/segment_reduce_common.cuh"
+
+namespace iognn::cuda::sr {
+
+// ---- tuning constants (one place; every choice below derives from these) --------------------
+constexpr int kLightThreads = 256;         // threads per block of the light and segment kernels
+constexpr int kMergeThreads = 512;         // threads per block of the merge kernel
+constexpr int kMergeUnroll = 4;            // slots whose loads a merging lane issues at once
+constexpr int kEdgeUnroll = 4;             // edges whose loads a lane issues before using them
+constexpr int64_t kMinSegmentEdges = 128;  // shortest segment (a heavy row has >= 2 of them)
+constexpr int64_t kMeanDegreeFactor = 8;   // a heavy row has more than 8x the mean degree
+constexpr int64_t kMinSlots = 64;
+constexpr int64_t kMaxSlots = int64_t(1) << 20;
+// Slot-state budget: a quarter of an fp32 copy of the output rows, clamped to [16 MiB, 512 MiB].
+constexpr double kBudgetFraction = 0.25;
+constexpr size_t kMinBudgetBytes = size_t(16) << 20;
+constexpr size_t kMaxBudgetBytes = size_t(512) << 20;
+
+__host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+__host__ __device__ inline size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+// Sizes of the heavy-row machinery for one call, computed on the host from sizes alone.
+//   segment_edges = max(128, ceil(E / slot_cap))   slot_cap = budget / slot_bytes
+//   heavy_degree  = max(2 * segment_edges, 8 * ceil(E / num_rows))
+//   max_heavy     = min(num_rows, E / (heavy_degree + 1))   (rows of degree > heavy_degree)
+//   max_slots     = E / segment_edges + max_heavy          (sum of ceil(deg / segment_edges))
+// so the slot states never exceed 1.5x max(budget, 64 slots). E is the CSR's edge count; the bounds
+// hold for any valid CSR (rowptr[num_rows] == E), and the kernels stay in bounds for any other.
+struct HeavyPlan {
+  int64_t segment_edges = 0;
+  int64_t heavy_degree = INT64_MAX;  // INT64_MAX: no row can be heavy, the workspace is empty
+  int64_t max_heavy = 0;
+  int64_t max_slots = 0;
+  size_t slot_bytes = 0;
+  size_t heavy_row_offset = 0, heavy_base_offset = 0, slot_heavy_offset = 0, states_offset = 0;
+  size_t bytes = 0;  // workspace size
+};
+
+// slot_bytes: workspace bytes of one segment's State for all F features; row_bytes: bytes of one
+// output row in the accumulation type (sets the budget).
+inline HeavyPlan make_heavy_plan(int64_t num_rows, int64_t num_edges, size_t slot_bytes,
+                                 size_t row_bytes) {
+  HeavyPlan plan;
+  if (num_rows <= 0 || num_edges <= 0 || slot_bytes == 0) return plan;
+  const double wanted = double(num_rows) * double(row_bytes) * kBudgetFraction;
+  const size_t budget =
+      size_t(std::clamp(wanted, double(kMinBudgetBytes), double(kMaxBudgetBytes)));
+  const int64_t slot_cap = std::clamp(int64_t(budget / slot_bytes), kMinSlots, kMaxSlots);
+  const int64_t segment_edges = std::max(kMinSegmentEdges, ceil_div(num_edges, slot_cap));
+  const int64_t heavy_degree =
+      std::max(2 * segment_edges, kMeanDegreeFactor * ceil_div(num_edges, num_rows));
+  const int64_t max_heavy = std::min(num_rows, num_edges / (heavy_degree + 1));
+  if (max_heavy == 0) return plan;
+  plan.segment_edges = segment_edges;
+  plan.heavy_degree = heavy_degree;
+  plan.max_heavy = max_heavy;
+  plan.max_slots = num_edges / segment_edges + max_heavy;
+  plan.slot_bytes = slot_bytes;
+  constexpr size_t kAlign = 256;
+  plan.heavy_row_offset = kAlign;  // [0, 16): the two counters
+  plan.heavy_base_offset = align_up(plan.heavy_row_offset + sizeof(int64_t) * max_heavy, kAlign);
+  plan.slot_heavy_offset = align_up(plan.heavy_base_offset + sizeof(uint32_t) * max_heavy, kAlign);
+  plan.states_offset = align_up(plan.slot_heavy_offset + sizeof(uint32_t) * plan.max_slots, kAlign);
+  plan.bytes = plan.states_offset + slot_bytes * size_t(plan.max_slots);
+  return plan;
+}
+
+// Lanes per group and feature chunks per row for F features handled VEC at a time (F % VEC == 0).
+struct Lanes {
+  int group;       // G: lanes per group, a power of two <= 32
+  int64_t chunks;  // groups per row
+};
+
+inline Lanes make_lanes(int64_t F, int vec) {
+  const int64_t lanes = F / vec;
+  int group = 1;
+  while (group < lanes && group < 32) group *= 2;
+  return Lanes{group, ceil_div(lanes, group)};
+}
+
+// Device view of the workspace.
+struct HeavyRows {
+  unsigned long long* counters;  // [0]: heavy rows found, [1]: slots handed out
+  int64_t* heavy_row;            // [max_heavy]: the row, or -1 when it did not fit (invalid CSR)
+  uint32_t* heavy_base;          // [max_heavy]: its first slot
+  uint32_t* slot_heavy;          // [max_slots]: the heavy-row index owning each slot
+  unsigned char* states;         // [max_slots][slot_bytes]
+  int64_t segment_edges, heavy_degree, max_heavy, max_slots;
+  size_t slot_bytes;
+
+  __device__ int64_t num_heavy() const { return min(int64_t(counters[0]), max_heavy); }
+  __device__ int64_t num_slots() const { return min(int64_t(counters[1]), max_slots); }
+  __device__ unsigned char* slot(int64_t s) const { return states + size_t(s) * slot_bytes; }
+};
+
+// Index of this thread's group among all groups of the grid, its lane, and its first feature.
+template <int VEC>
+struct GroupPos {
+  int64_t task;
+  int lane;
+  __device__ explicit GroupPos(int group)
+      : task(int64_t(blockIdx.x) * (blockDim.x / group) + threadIdx.x / group),
+        lane(int(threadIdx.x) & (group - 1)) {}
+  __device__ int64_t first_feature(int64_t chunk, int group) const {
+    return (chunk * group + lane) * VEC;
+  }
+};
+
+// ---- kernels ----------------------------------------------------------------------------------
+template <int VEC, class Op>
+__global__ void __launch_bounds__(kLightThreads)
+    light_rows_kernel(const Op op, int64_t num_rows, int64_t heavy_degree, Lanes lanes) {
+  const GroupPos<VEC> pos(lanes.group);
+  if (pos.task >= num_rows * lanes.chunks) return;
+  const int64_t r = pos.task / lanes.chunks;
+  const int64_t f0 = pos.first_feature(pos.task - r * lanes.chunks, lanes.group);
+  if (f0 >= op.F) return;
+  const int64_t begin = op.offset(r), end = op.offset(r + 1);
+  if (end - begin > heavy_degree) return;  // left to the segment + merge passes
+  typename Op::template State<VEC> st;
+  op.init(st);
+  op.accumulate(st, r, begin, end, f0);
+  op.finalize(st, r, end - begin, f0);
+}
+
+// Lists the heavy rows and hands each ceil(deg / segment_edges) consecutive slots.
+template <typename index_t>
+__global__ void find_heavy_rows_kernel(const index_t* offsets, int64_t num_rows, HeavyRows hr) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < num_rows; r += stride) {
+    const int64_t deg = int64_t(offsets[r + 1]) - int64_t(offsets[r]);
+    if (deg <= hr.heavy_degree) continue;
+    const unsigned long long nseg = ceil_div(deg, hr.segment_edges);
+    const unsigned long long h = atomicAdd(&hr.counters[0], 1ull);
+    const unsigned long long base = atomicAdd(&hr.counters[1], nseg);
+    if (h >= (unsigned long long)hr.max_heavy) continue;
+    const bool fits = base + nseg <= (unsigned long long)hr.max_slots;
+    hr.heavy_row[h] = fits ? r : -1;
+    hr.heavy_base[h] = fits ? uint32_t(base) : 0u;
+  }
+}
+
+// slot_heavy[heavy_base[h] + k] = h for each segment k of heavy row h: one block per heavy row.
+template <typename index_t>
+__global__ void fill_slot_table_kernel(const index_t* offsets, HeavyRows hr) {
+  const int64_t h = blockIdx.x;
+  if (h >= hr.num_heavy()) return;
+  const int64_t r = hr.heavy_row[h];
+  if (r < 0) return;
+  const int64_t nseg = ceil_div(int64_t(offsets[r + 1]) - int64_t(offsets[r]), hr.segment_edges);
+  const int64_t base = hr.heavy_base[h];
+  for (int64_t k = threadIdx.x; k < nseg; k += blockDim.x) hr.slot_heavy[base + k] = uint32_t(h);
+}
+
+// One group per (slot, chunk): folds the slot's segment into its workspace State.
+template <int VEC, class Op>
+__global__ void __launch_bounds__(kLightThreads)
+    segment_kernel(const Op op, HeavyRows hr, Lanes lanes) {
+  const GroupPos<VEC> pos(lanes.group);
+  const int64_t s = pos.task / lanes.chunks;
+  if (s >= hr.num_slots()) return;
+  const int64_t f0 = pos.first_feature(pos.task - s * lanes.chunks, lanes.group);
+  if (f0 >= op.F) return;
+  // Every field is re-validated so that an inconsistent CSR cannot send a lane out of bounds.
+  const uint32_t h = hr.slot_heavy[s];
+  if (int64_t(h) >= hr.num_heavy()) return;
+  const int64_t r = hr.heavy_row[h];
+  if (r < 0) return;
+  const int64_t row_begin = op.offset(r), row_end = op.offset(r + 1);
+  const int64_t k = s - int64_t(hr.heavy_base[h]);
+  if (k < 0 || k >= ceil_div(row_end - row_begin, hr.segment_edges)) return;
+  const int64_t begin = row_begin + k * hr.segment_edges;
+  const int64_t end = min(begin + hr.segment_edges, row_end);
+  typename Op::template State<VEC> st;
+  op.init(st);
+  op.accumulate(st, r, begin, end, f0);
+  op.save(st, hr.slot(s), f0);
+}
+
+// One block per (heavy row, chunk): merges the row's slots in segment order, one feature per lane
+// (small States: many groups per block and several slot loads in flight), and writes the row.
+template <class Op>
+__global__ void __launch_bounds__(kMergeThreads) merge_kernel(const Op op, HeavyRows hr, Lanes lanes) {
+  extern __shared__ __align__(16) unsigned char merge_smem[];
+  using State = typename Op::template State<1>;
+  State* group_states = reinterpret_cast<State*>(merge_smem);
+  const int64_t h = blockIdx.x / lanes.chunks;
+  const int64_t chunk = blockIdx.x - h * lanes.chunks;
+  if (h >= hr.num_heavy()) return;  // uniform over the block
+  const int64_t r = hr.heavy_row[h];
+  if (r < 0) return;  // uniform over the block
+  const int64_t deg = op.offset(r + 1) - op.offset(r);
+  const int64_t nseg = ceil_div(deg, hr.segment_edges);
+  const int64_t base = hr.heavy_base[h];
+  const int lane = int(threadIdx.x) & (lanes.group - 1);
+  const int group = int(threadIdx.x) / lanes.group;
+  const int groups = int(blockDim.x) / lanes.group;
+  const int64_t f = chunk * lanes.group + lane;
+  const bool active = f < op.F;
+  State st;
+  op.init(st);
+  if (active) {
+    // Group g merges the contiguous run [nseg*g/groups, nseg*(g+1)/groups) of the row's slots.
+    const int64_t lo = nseg * group / groups, hi = nseg * (group + 1) / groups;
+    int64_t k = lo;
+    for (; k + kMergeUnroll <= hi; k += kMergeUnroll) {
+      State part[kMergeUnroll];
+#pragma unroll
+      for (int u = 0; u < kMergeUnroll; ++u) part[u] = op.template load<1>(hr.slot(base + k + u), f);
+#pragma unroll
+      for (int u = 0; u < kMergeUnroll; ++u) op.merge(st, part[u]);
+    }
+    for (; k < hi; ++k) op.merge(st, op.template load<1>(hr.slot(base + k), f));
+  }
+  group_states[threadIdx.x] = st;
+  __syncthreads();
+  if (group != 0 || !active) return;
+  for (int g = 1; g < groups; ++g) op.merge(st, group_states[g * lanes.group + lane]);
+  op.finalize(st, r, deg, f);
+}
+
+// ---- host driver ------------------------------------------------------------------------------
+inline void check_launch(const char* kernel) {
+  const cudaError_t err = cudaGetLastError();
+  IOGNN_CHECK(err == cudaSuccess, DeviceError, "CUDA error launching ", kernel, ": ",
+              cudaGetErrorString(err));
+}
+
+inline unsigned grid_size(int64_t blocks, const char* kernel) {
+  IOGNN_CHECK(blocks <= INT_MAX, ValueError, kernel, ": the problem needs ", blocks,
+              " blocks, more than a CUDA grid holds");
+  return unsigned(blocks);
+}
+
+// Runs the whole schedule of `op` over num_rows rows (offsets: the op's row offsets) on `stream`,
+// VEC features per lane in the light and segment passes.
+template <int VEC, class Op, typename index_t>
+void run_schedule(const Op& op, const index_t* offsets, int64_t num_rows, const HeavyPlan& plan,
+                  void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  using MergeState = typename Op::template State<1>;
+  static_assert(kMergeThreads * sizeof(MergeState) <= 48 * 1024,
+                "merge States must fit the default shared-memory limit");
+  if (num_rows == 0 || op.F == 0) return;
+  const Lanes lanes = make_lanes(op.F, VEC);
+  const int64_t groups_per_block = kLightThreads / lanes.group;
+  light_rows_kernel<VEC, Op><<<grid_size(ceil_div(num_rows * lanes.chunks, groups_per_block),
+                                         "segment_reduce light rows"),
+                               kLightThreads, 0, stream>>>(op, num_rows, plan.heavy_degree, lanes);
+  check_launch("segment_reduce light rows");
+  if (plan.max_heavy == 0) return;
+
+  IOGNN_CHECK(workspace != nullptr && workspace_bytes >= plan.bytes, ValueError,
+              "segment_reduce: the workspace has ", workspace_bytes, " bytes but ", plan.bytes,
+              " are needed");
+  IOGNN_CHECK(reinterpret_cast<uintptr_t>(workspace) % 256 == 0, ValueError,
+              "segment_reduce: the workspace must be 256-byte aligned");
+  auto* ws = static_cast<unsigned char*>(workspace);
+  const HeavyRows hr{reinterpret_cast<unsigned long long*>(ws),
+                     reinterpret_cast<int64_t*>(ws + plan.heavy_row_offset),
+                     reinterpret_cast<uint32_t*>(ws + plan.heavy_base_offset),
+                     reinterpret_cast<uint32_t*>(ws + plan.slot_heavy_offset),
+                     ws + plan.states_offset,
+                     plan.segment_edges,
+                     plan.heavy_degree,
+                     plan.max_heavy,
+                     plan.max_slots,
+                     plan.slot_bytes};
+  IOGNN_SR_CUDA_CHECK(cudaMemsetAsync(ws, 0, 2 * sizeof(unsigned long long), stream));
+  const int64_t find_blocks = std::min<int64_t>(ceil_div(num_rows, 256), 1024);
+  find_heavy_rows_kernel<index_t><<<unsigned(find_blocks), 256, 0, stream>>>(offsets, num_rows, hr);
+  check_launch("segment_reduce find heavy rows");
+  fill_slot_table_kernel<index_t><<<grid_size(plan.max_heavy, "segment_reduce slot table"), 256, 0,
+                                    stream>>>(offsets, hr);
+  check_launch("segment_reduce slot table");
+  segment_kernel<VEC, Op><<<grid_size(ceil_div(plan.max_slots * lanes.chunks, groups_per_block),
+                                      "segment_reduce segments"),
+                            kLightThreads, 0, stream>>>(op, hr, lanes);
+  check_launch("segment_reduce segments");
+  const Lanes merge_lanes = make_lanes(op.F, 1);
+  merge_kernel<Op><<<grid_size(plan.max_heavy * merge_lanes.chunks, "segment_reduce merge"),
+                     kMergeThreads, kMergeThreads * sizeof(MergeState), stream>>>(op, hr,
+                                                                                  merge_lanes);
+  check_launch("segment_reduce merge");
+}
+
+}  // namespace iognn::cuda::sr

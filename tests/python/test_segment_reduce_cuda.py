@@ -1,0 +1,350 @@
+"""iognn::segment_reduce(_backward) on CUDA against the CPU op (itself tested against PyG).
+
+Every comparison covers the outputs, the arg_min / arg_max / mean auxiliary tensors and grad_x.
+The reference is the CPU op in fp64 on the same (rounded) values, so min / max winners and their
+CSR positions must match exactly in every dtype. Graphs with rows of degree in the thousands or
+the millions go through the split-and-merge path of the CUDA kernels (heavy rows), the others
+through the one-group-per-row path; both are checked for bit-identical reruns.
+"""
+import pytest
+import torch
+
+import iognn
+from iognn.ops.segment_reduce import segment_reduce
+
+from conftest import random_edge_index, sizes, tolerance
+
+pytestmark = pytest.mark.cuda
+
+SINGLE = ["sum", "mean", "min", "max", "var", "std"]
+FUSED = [["min", "max", "mean", "std"], ["sum", "mean", "var", "std", "min", "max"]]
+ALL_REDUCES = [[r] for r in SINGLE] + FUSED
+REDUCE_IDS = ["+".join(r) for r in ALL_REDUCES]
+ALL_SIX = FUSED[1]
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+def poison_allocator():
+    """Leaves NaN-filled blocks in the caching allocator, so outputs a kernel forgets to write show up
+    as NaN in the comparisons instead of as stale correct-looking values."""
+    blocks = [torch.full((n,), float("nan"), device="cuda") for n in (1 << 24, 1 << 18, 1 << 12)]
+    del blocks
+
+
+def run_op(g, x, reduces, grad):
+    """(out, arg_min, arg_max, mean, grad_x) of the forward and backward ops on g's device."""
+    out, arg_min, arg_max, mean = torch.ops.iognn.segment_reduce(
+        g.rowptr, g.col, g.colptr, g.row, g.csc2csr, x, reduces)
+    grad_x = torch.ops.iognn.segment_reduce_backward(
+        g.colptr, g.row, g.csc2csr, g.rowptr, x, out, arg_min, arg_max, mean, grad, reduces)
+    return out, arg_min, arg_max, mean, grad_x
+
+
+def fp32_atol(g):
+    """Absolute tolerance of fp32 results on g: sums over rows of hundreds or more edges (or grad_x
+    sums over as many out-edges), which cancel, carry absolute errors up to ~1e-3 in fp32."""
+    longest = max(int(ptr.diff().max()) if ptr.numel() > 1 else 0 for ptr in (g.rowptr, g.colptr))
+    return 5e-3 if longest >= 200 else tolerance(torch.float32)[1]
+
+
+def check_against_cpu(g, x, reduces, seed=0, grad=None):
+    """Runs the CUDA ops on x (any dtype, on the CPU; moved here) and compares every result with the
+    CPU ops on x.double(). Returns the CUDA results."""
+    gen = torch.Generator().manual_seed(seed)
+    num_dst = g.rowptr.numel() - 1
+    if grad is None:
+        grad = torch.randn(num_dst, len(reduces) * x.size(1), generator=gen).to(x.dtype)
+    poison_allocator()
+    got = run_op(g.to("cuda"), x.cuda(), reduces, grad.cuda())
+    torch.cuda.synchronize()
+    ref = run_op(g, x.double(), reduces, grad.double())
+    rtol, atol = tolerance(x.dtype)
+    if x.dtype == torch.float32:
+        atol = fp32_atol(g)
+    out, arg_min, arg_max, mean, grad_x = (t.cpu() for t in got)
+    assert out.dtype == x.dtype and grad_x.dtype == x.dtype
+    torch.testing.assert_close(out.double(), ref[0], rtol=rtol, atol=atol, equal_nan=True)
+    assert torch.equal(arg_min, ref[1].to(arg_min.dtype)), "arg_min differs"
+    assert torch.equal(arg_max, ref[2].to(arg_max.dtype)), "arg_max differs"
+    assert mean.dtype == (torch.float64 if x.dtype == torch.float64 else torch.float32)
+    torch.testing.assert_close(mean.double(), ref[3], rtol=rtol, atol=atol, equal_nan=True)
+    torch.testing.assert_close(grad_x.double(), ref[4], rtol=rtol, atol=atol, equal_nan=True)
+    return got
+
+
+def distinct_features(num_src, F, gen, dtype):
+    """Columns of distinct multiples of 1/16 (exact in fp16 and bf16 for num_src <= 512): no
+    min / max ties between different sources, no var close to the std clamp."""
+    cols = [torch.randperm(num_src, generator=gen) for _ in range(F)]
+    return ((torch.stack(cols, 1) - num_src // 2) / 16.0).to(dtype)
+
+
+def graph_with_hubs(num_nodes, degrees, extra_edges, seed, out_degrees=(), index_dtype=None):
+    """A square graph whose destinations 0, 1, ... have the given in-degrees (random sources), whose
+    sources num_nodes - 1, num_nodes - 2, ... have the given out-degrees (random destinations), plus
+    extra_edges random edges."""
+    gen = torch.Generator().manual_seed(seed)
+    parts = [random_edge_index(num_nodes, num_nodes, extra_edges, gen)]
+    for dst, deg in enumerate(degrees):
+        src = torch.randint(0, num_nodes, (deg,), generator=gen)
+        parts.append(torch.stack([src, torch.full_like(src, dst)]))
+    for k, deg in enumerate(out_degrees):
+        dst = torch.randint(0, num_nodes, (deg,), generator=gen)
+        parts.append(torch.stack([torch.full_like(dst, num_nodes - 1 - k), dst]))
+    return iognn.Graph(torch.cat(parts, 1), num_nodes, index_dtype=index_dtype)
+
+
+# Degrees around every plausible light/heavy threshold and segment boundary (multiples of 128),
+# used as in-degrees (forward rows) and out-degrees (backward rows).
+BOUNDARY_DEGREES = [127, 128, 129, 255, 256, 257, 383, 384, 385, 1000, 4097]
+
+
+def boundary_graph(num_nodes, extra_edges, seed, index_dtype=None):
+    return graph_with_hubs(num_nodes, BOUNDARY_DEGREES, extra_edges, seed,
+                           out_degrees=BOUNDARY_DEGREES, index_dtype=index_dtype)
+
+
+# ---- parity with the CPU op -----------------------------------------------------------------------
+@pytest.mark.parametrize("reduces", ALL_REDUCES, ids=REDUCE_IDS)
+def test_matches_cpu_on_every_graph_case(graph_case, reduces):
+    name, edge_index, size = graph_case
+    num_src, _ = sizes(size)
+    g = iognn.Graph(edge_index, size)
+    gen = torch.Generator().manual_seed(0)
+    for x in (torch.randn(num_src, 5, dtype=torch.float64, generator=gen),   # one element per lane
+              torch.randn(num_src, 8, dtype=torch.float64, generator=gen)):  # 16-byte packs
+        check_against_cpu(g, x, reduces)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("reduces", ALL_REDUCES, ids=REDUCE_IDS)
+def test_dtypes_against_fp64(dtype, reduces):
+    g = boundary_graph(400, 3000, seed=1)
+    gen = torch.Generator().manual_seed(2)
+    check_against_cpu(g, distinct_features(400, 24, gen, dtype), reduces)
+
+
+@pytest.mark.parametrize("F", [1, 3, 8, 32, 33, 128, 256])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_feature_widths(F, dtype):
+    g = boundary_graph(300, 2000, seed=3)
+    gen = torch.Generator().manual_seed(4)
+    check_against_cpu(g, distinct_features(300, F, gen, dtype), ALL_SIX)
+
+
+def test_strided_and_misaligned_features():
+    # Each view must give bit-identical results to its contiguous copy (a per-element path for
+    # misaligned rows, 16-byte packs otherwise: the same arithmetic per element), and match fp64.
+    g = graph_with_hubs(64, [300, 700], 500, seed=5, out_degrees=[600])
+    gen = torch.Generator().manual_seed(6)
+    wide = torch.randn(64, 24, generator=gen)
+    narrow = torch.randn(8, 64, generator=gen)
+    one_row = torch.randn(1, 16, generator=gen)
+    views = {  # the same view of a CPU and a CUDA base tensor
+        "feature stride 2": (wide, lambda t: t[:, ::2]),
+        "row stride 24, aligned": (wide, lambda t: t[:, 4:12]),
+        "row stride 24, misaligned": (wide, lambda t: t[:, 3:11]),
+        "transposed": (narrow, lambda t: t.t()),
+        "row stride 0": (one_row, lambda t: t.expand(64, 16)),
+    }
+    g_cuda = g.to("cuda")
+    for what, (base, view) in views.items():
+        x, x_cuda = view(base), view(base.cuda())
+        assert x_cuda.stride() == x.stride(), what
+        grad = torch.randn(64, 6 * x.size(1), generator=gen).cuda()
+        got = run_op(g_cuda, x_cuda, ALL_SIX, grad)
+        for a, b in zip(got, run_op(g_cuda, x_cuda.contiguous(), ALL_SIX, grad)):
+            assert torch.equal(a, b), what
+        if what != "row stride 0":  # (identical rows: var is pure rounding noise)
+            ref = run_op(g, x.double(), ALL_SIX, grad.double().cpu())
+            for a, b in zip(got, ref):
+                torch.testing.assert_close(a.cpu().to(b.dtype), b, rtol=1e-4, atol=fp32_atol(g))
+
+
+@pytest.mark.parametrize("reduces", [ALL_SIX, ["max"]], ids=["all", "max"])
+def test_int32_and_int64_graphs_agree_bitwise(reduces):
+    g32 = boundary_graph(200, 1500, seed=7).to("cuda")
+    g64 = boundary_graph(200, 1500, seed=7, index_dtype=torch.int64).to("cuda")
+    assert (g32.index_dtype, g64.index_dtype) == (torch.int32, torch.int64)
+    gen = torch.Generator().manual_seed(8)
+    x = torch.randn(200, 16, generator=gen).cuda()
+    grad = torch.randn(200, 16 * len(reduces), generator=gen).cuda()
+    a, b = run_op(g32, x, reduces, grad), run_op(g64, x, reduces, grad)
+    for t32, t64 in zip(a, b):  # arg tensors come in the index dtype, the rest alike
+        assert torch.equal(t32.to(t64.dtype), t64)
+
+
+# ---- schedule: super-nodes, ties, NaN, empty rows, determinism, streams ------------------------
+@pytest.mark.slow
+def test_million_edge_hubs():
+    # Destination 0 has 10^6 in-edges (split over many segments and blocks); source 1 has 10^6
+    # out-edges (the backward's heavy row). Every other node has a few hundred of each.
+    n, hub = 4096, 1_000_000
+    gen = torch.Generator().manual_seed(9)
+    into_0 = torch.stack([torch.randint(0, n, (hub,), generator=gen), torch.zeros(hub, dtype=torch.long)])
+    out_of_1 = torch.stack([torch.ones(hub, dtype=torch.long), torch.randint(0, n, (hub,), generator=gen)])
+    g = iognn.Graph(torch.cat([into_0, out_of_1, random_edge_index(n, n, 50_000, gen)], 1), n)
+    assert int(g.rowptr[1] - g.rowptr[0]) > hub and int(g.colptr[2] - g.colptr[1]) > hub
+    x = torch.randn(n, 16, dtype=torch.float64, generator=gen)
+    check_against_cpu(g, x, ALL_SIX, seed=10)
+    # fp32 sums over the hubs (~250 copies of each source in a row) carry absolute errors of
+    # several units in any order, so fp32 is checked on the reductions without long sums.
+    check_against_cpu(g, x.float(), ["min", "max"], seed=11)
+
+
+@pytest.mark.parametrize("degree", [50, 5000])
+def test_ties_go_to_the_first_edge_in_csr_order(degree):
+    # Every value equal: the first edge of each row wins min and max, however the row is split.
+    g = graph_with_hubs(300, [degree, degree + 1], 600, seed=12)
+    x = torch.full((300, 8), 0.5)
+    grad = torch.ones(300, 16)
+    out, arg_min, arg_max, _, grad_x = (t.cpu() for t in run_op(
+        g.to("cuda"), x.cuda(), ["min", "max"], grad.cuda()))
+    deg = g.rowptr[1:] - g.rowptr[:-1]
+    first = torch.where(deg > 0, g.rowptr[:-1], -1).to(arg_min.dtype)
+    assert torch.equal(arg_min, first[:, None].expand(-1, 8))
+    assert torch.equal(arg_max, first[:, None].expand(-1, 8))
+    torch.testing.assert_close(out, torch.where(deg[:, None] > 0, 0.5, 0.0).expand(-1, 16))
+    # Each non-empty row sends its whole min and max gradient (2 per feature) to its first source.
+    expected = torch.zeros(300, 8)
+    firsts = g.col[g.rowptr[:-1][deg > 0].long()].long()
+    expected.index_add_(0, firsts, torch.full((len(firsts), 8), 2.0))
+    torch.testing.assert_close(grad_x, expected)
+
+
+def test_ties_small_example_matches_cpu():
+    ei = torch.tensor([[3, 1, 0, 2, 0, 2, 1], [0, 0, 0, 0, 0, 1, 1]])
+    g = iognn.Graph(ei, 4)
+    x = torch.tensor([[7.0, -1.0], [5.0, -1.0], [5.0, -1.0], [5.0, 2.0]], dtype=torch.float64)
+    check_against_cpu(g, x, ["min", "max"], grad=torch.ones(4, 4, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("degree", [3, 3000])
+def test_nan_propagates_like_amax(degree):
+    g = graph_with_hubs(100, [degree], 300, seed=13)
+    gen = torch.Generator().manual_seed(14)
+    x = torch.randn(100, 4, generator=gen)
+    x[g.col[g.rowptr[1] - 2].long(), 0] = float("nan")  # late in row 0 (a later segment if split)
+    x[7, 1] = float("nan")
+    got = check_against_cpu(g, x, ["min", "max", "sum"], seed=15)
+    assert got[0][0, 0].isnan() and got[0][0, 4].isnan()
+
+
+def test_empty_rows_give_zeros_and_minus_one():
+    ei = torch.tensor([[0, 1, 2, 2], [1, 1, 3, 3]])
+    g = iognn.Graph(ei, (3, 6))
+    x = torch.randn(3, 8, dtype=torch.float64)
+    out, arg_min, arg_max, mean, _ = check_against_cpu(g, x, ALL_SIX)
+    empty = torch.tensor([0, 2, 4, 5])
+    assert torch.equal(out.cpu()[empty], torch.zeros(4, 48, dtype=torch.float64))
+    assert (arg_min.cpu()[empty] == -1).all() and (arg_max.cpu()[empty] == -1).all()
+    assert (mean.cpu()[empty] == 0).all()
+
+
+def test_no_edges_and_no_features():
+    g = iognn.Graph(torch.empty(2, 0, dtype=torch.long), (4, 3))
+    check_against_cpu(g, torch.randn(4, 5), ALL_SIX)  # grad_x must be written as zeros
+    g = graph_with_hubs(10, [3], 10, seed=16)
+    out, arg_min, _, _, grad_x = run_op(g.to("cuda"), torch.empty(10, 0, device="cuda"), ALL_SIX,
+                                        torch.empty(10, 0, device="cuda"))
+    assert out.shape == (10, 0) and arg_min.shape == (10, 0) and grad_x.shape == (10, 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_bitwise_deterministic(dtype):
+    g = graph_with_hubs(2000, [200_000, 30_000, 3000], 40_000, seed=17,
+                        out_degrees=[100_000, 5000]).to("cuda")
+    gen = torch.Generator().manual_seed(18)
+    x = torch.randn(2000, 64, generator=gen).to(dtype).cuda()
+    grad = torch.randn(2000, 6 * 64, generator=gen).to(dtype).cuda()
+    first = run_op(g, x, ALL_SIX, grad)
+    poison_allocator()
+    second = run_op(g, x, ALL_SIX, grad)
+    for a, b in zip(first, second):
+        assert torch.equal(a, b)
+
+
+def test_non_default_stream():
+    g = graph_with_hubs(500, [5000, 700], 3000, seed=19, out_degrees=[4000]).to("cuda")
+    gen = torch.Generator().manual_seed(20)
+    x = torch.randn(500, 32, generator=gen).cuda()
+    grad = torch.randn(500, 6 * 32, generator=gen).cuda()
+    expected = run_op(g, x, ALL_SIX, grad)
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        got = run_op(g, x, ALL_SIX, grad)
+    torch.cuda.current_stream().wait_stream(stream)
+    for a, b in zip(got, expected):
+        assert torch.equal(a, b)
+
+
+# ---- autograd, PyG, opcheck ----------------------------------------------------------------------
+def test_autograd_through_the_functional_op():
+    g = graph_with_hubs(120, [900], 600, seed=21, out_degrees=[800])
+    gen = torch.Generator().manual_seed(22)
+    x = torch.randn(120, 12, dtype=torch.float64, generator=gen)
+    grad = torch.randn(120, 6 * 12, dtype=torch.float64, generator=gen)
+    grads = []
+    for graph, xs in ((g, x.clone()), (g.to("cuda"), x.cuda())):
+        xs.requires_grad_()
+        out = segment_reduce(graph, xs, ALL_SIX)
+        grads.append((out.detach().cpu(), torch.autograd.grad(out, xs, grad.to(xs.device))[0].cpu()))
+    torch.testing.assert_close(grads[1], grads[0])
+
+
+def test_matches_pyg_on_cuda():
+    from torch_geometric.nn import aggr
+    g = graph_with_hubs(150, [2000], 900, seed=23)
+    x = torch.randn(150, 10, device="cuda")
+    ei = g.edge_index.cuda()
+    module = aggr.MultiAggregation(ALL_SIX, mode="cat")
+    ref = module(x.index_select(0, ei[0].long()), index=ei[1].long(), dim_size=150)
+    torch.testing.assert_close(segment_reduce(g.to("cuda"), x, ALL_SIX), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("reduces", [ALL_SIX, ["max"]], ids=["all", "max"])
+def test_opcheck(index_dtype, reduces):
+    gen = torch.Generator().manual_seed(24)
+    for g in (graph_with_hubs(40, [400], 100, seed=25, out_degrees=[300], index_dtype=index_dtype),
+              iognn.Graph(torch.empty(2, 0, dtype=torch.int64), 4, index_dtype=index_dtype)):
+        g = g.to("cuda")
+        assert g.index_dtype == index_dtype
+        n = g.num_src_nodes
+        x = torch.randn(n, 5, generator=gen).cuda().requires_grad_()
+        args = (g.rowptr, g.col, g.colptr, g.row, g.csc2csr, x, reduces)
+        torch.library.opcheck(torch.ops.iognn.segment_reduce.default, args)
+        out, arg_min, arg_max, mean = torch.ops.iognn.segment_reduce(*args[:5], x.detach(), reduces)
+        grad = torch.randn(out.shape, generator=gen).cuda()
+        torch.library.opcheck(torch.ops.iognn.segment_reduce_backward.default,
+                              (g.colptr, g.row, g.csc2csr, g.rowptr, x.detach(), out, arg_min,
+                               arg_max, mean, grad, reduces))
+
+
+def test_device_mismatch_raises():
+    g = graph_with_hubs(10, [3], 10, seed=26)
+    x = torch.randn(10, 2, device="cuda")
+    with pytest.raises(ValueError, match="rowptr is on cpu"):
+        torch.ops.iognn.segment_reduce(g.rowptr, g.col, g.colptr, g.row, g.csc2csr, x, ["sum"])
+    with pytest.raises(ValueError, match="unknown reduction 'median'"):
+        g = g.to("cuda")
+        torch.ops.iognn.segment_reduce(g.rowptr, g.col, g.colptr, g.row, g.csc2csr, x, ["median"])
+
+
+# ---- small cases for compute-sanitizer (memcheck, racecheck) -------------------------------------
+@pytest.mark.sanitizer
+@pytest.mark.parametrize("F", [3, 8], ids=["per-element", "packed"])
+def test_sanitizer_light_and_heavy_rows(F):
+    # Split rows on both sides (destination 0, source 63) and light ones.
+    g = graph_with_hubs(64, [700, 260], 300, seed=27, out_degrees=[650])
+    gen = torch.Generator().manual_seed(28)
+    check_against_cpu(g, torch.randn(64, F, generator=gen), ALL_SIX)
+
+
+@pytest.mark.sanitizer
+def test_sanitizer_half_precision_and_empty_rows():
+    g = graph_with_hubs(80, [900], 40, seed=29, out_degrees=[700])  # many empty rows
+    gen = torch.Generator().manual_seed(30)
+    check_against_cpu(g, distinct_features(80, 16, gen, torch.float16), ["max", "std"])
