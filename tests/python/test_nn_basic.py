@@ -243,7 +243,7 @@ def test_sage_bipartite_with_different_widths_and_missing_destination_features()
 
 
 def test_sage_rejects_unsupported_aggregation():
-    with pytest.raises(ValueError, match="aggr"):
+    with pytest.raises(NotImplementedError, match="aggr"):
         io_nn.SAGEConv(4, 4, aggr="max")
 
 

@@ -36,8 +36,10 @@ class SAGEConv(torch.nn.Module):
                  aggr: str = "mean", normalize: bool = False, root_weight: bool = True,
                  project: bool = False, bias: bool = True):
         super().__init__()
-        if aggr not in _AGGRS:
-            raise ValueError(f"aggr must be one of {sorted(_AGGRS)}, got {aggr!r}")
+        if not isinstance(aggr, str) or aggr not in _AGGRS:
+            # PyG accepts more (min/max/var/std, lists, Aggregation modules): not in this layer yet.
+            raise NotImplementedError(f"SAGEConv: aggr={aggr!r} is not supported by iognn yet "
+                                      f"(supported: {sorted(_AGGRS)})")
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.aggr = aggr
