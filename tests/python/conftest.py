@@ -81,13 +81,12 @@ def tolerance(dtype):
 
 
 def load_real_graph(name: str):
-    """(edge_index, x, y) of a real dataset through PyG's loaders; skips when the data is absent."""
-    from iognn.datasets import load_dataset  # the training CLI's loader
+    """(edge_index [2, E] int64, num_nodes) of a real graph's topology; skips when it is absent."""
+    from iognn.bench.datasets import load_edges
     root = data_dir()
     if not (root / name).exists():
         pytest.skip(f"real dataset '{name}' not found under {root} (set IOGNN_DATA)")
-    data = load_dataset(name, root)
-    return data.edge_index, data.x, data.y
+    return load_edges(name, str(root))
 
 
 def pytest_collection_modifyitems(config, items):
