@@ -2,7 +2,6 @@
 against PyG given the same input (its per-layer sparse semantics, attention weights returned as
 PyG returns them), and the per-adjacency Graph cache (reuse, in-place modification, lifetime)."""
 import gc
-import warnings
 
 import pytest
 import torch
@@ -16,7 +15,8 @@ from iognn.nn import _graph
 from conftest import GRAPH_CASES
 from test_nn_basic import assert_parity, features, mlp
 
-warnings.filterwarnings("ignore", message=".*[Ss]parse.*")
+# torch's beta warnings about sparse CSR/CSC support and PyG's COO-to-CSR conversion notices
+pytestmark = pytest.mark.filterwarnings("ignore:.*[Ss]parse")
 N = 30
 
 
