@@ -8,7 +8,8 @@ import torch  # noqa: F401  (torch's libraries must be loaded before iognn._C)
 from . import _C  # noqa: F401  (registers torch.ops.iognn.*)
 from .graph import Graph, SelfLoops
 from . import ops
+from .accelerate import accelerate
 
 __version__ = "0.1.0"
 
-__all__ = ["Graph", "SelfLoops", "ops", "__version__"]
+__all__ = ["Graph", "SelfLoops", "ops", "accelerate", "__version__"]

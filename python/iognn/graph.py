@@ -14,6 +14,8 @@ from typing import Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+from ._graph_compile import build_graph_symint  # also registers iognn::build_graph's fake
+
 Size = Union[None, int, Tuple[int, int]]
 
 
@@ -62,14 +64,20 @@ def _parse_self_loops(value) -> SelfLoops:
     raise ValueError(f"self_loops must be a SelfLoops, one of {names} or 0/1/2, got {value!r}")
 
 
+def _as_count(n):
+    """An int from an int-like count; a symbolic size (torch.compile) stays symbolic, since int()
+    would specialise the compiled graph to its current value."""
+    return n if isinstance(n, torch.SymInt) else int(n)
+
+
 def _resolve_size(edge_index: Tensor, size: Size) -> Tuple[int, int]:
     """(num_src, num_dst): given, or for a square graph one more than the largest index."""
     if isinstance(size, (tuple, list)):
         if len(size) != 2:
             raise ValueError(f"num_nodes must be an int or a pair (num_src, num_dst), got {size}")
-        num_src, num_dst = (int(s) for s in size)
+        num_src, num_dst = (_as_count(s) for s in size)
     elif size is not None:
-        num_src = num_dst = int(size)
+        num_src = num_dst = _as_count(size)
     elif edge_index.numel() == 0:
         num_src = num_dst = 0
     else:
@@ -104,11 +112,12 @@ class Graph:
             raise TypeError(f"index_dtype must be None, torch.int32 or torch.int64, got {index_dtype}")
         num_src, num_dst = _resolve_size(edge_index, num_nodes)
         (self.rowptr, self.col, self.eid, self.colptr, self.row, self.csc2csr,
-         self.edge_map) = torch.ops.iognn.build_graph(
+         self.edge_map) = (build_graph_symint if torch.compiler.is_compiling()
+                           else torch.ops.iognn.build_graph)(
             edge_index, num_src, num_dst, int(self.self_loops), index_dtype == torch.int64)
         self.num_src_nodes = num_src
         self.num_dst_nodes = num_dst
-        self.num_input_edges = int(edge_index.size(1))
+        self.num_input_edges = edge_index.size(1)
         self.num_loops = (0 if self.self_loops == SelfLoops.KEEP else min(num_src, num_dst))
         self._stats: Optional[dict] = None
         self._csr_dst: Optional[Tensor] = None
@@ -133,7 +142,7 @@ class Graph:
     @property
     def num_edges(self) -> int:
         """Number of (augmented) edges E'."""
-        return int(self.col.numel())
+        return self.col.size(0)
 
     @property
     def num_nodes(self) -> int:

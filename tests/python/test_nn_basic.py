@@ -201,8 +201,10 @@ def test_gcn_rejects_bad_arguments():
     x = torch.randn(3, 4)
     with pytest.raises(ValueError, match="bipartite"):
         layer((x, x), torch.tensor([[0], [1]]))
-    with pytest.raises(TypeError, match="sparse"):
-        layer(x, torch.eye(3).to_sparse())
+    with pytest.raises(NotImplementedError, match="CSC"):
+        layer(x, torch.eye(3).to_sparse_csc())
+    with pytest.raises(TypeError, match="edge_index"):
+        layer(x, [[0], [1]])
 
 
 # ---- SAGEConv -----------------------------------------------------------------------------
@@ -242,9 +244,13 @@ def test_sage_bipartite_with_different_widths_and_missing_destination_features()
                   (x_src,))
 
 
-def test_sage_rejects_unsupported_aggregation():
+def test_layers_reject_unsupported_message_passing_arguments():
+    with pytest.raises(NotImplementedError, match="flow"):
+        io_nn.SAGEConv(4, 4, flow="target_to_source")
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        io_nn.GCNConv(4, 4, not_an_argument=1)
     with pytest.raises(NotImplementedError, match="aggr"):
-        io_nn.SAGEConv(4, 4, aggr="max")
+        io_nn.GATConv(4, 4, aggr="mean")
 
 
 # ---- GINConv ------------------------------------------------------------------------------

@@ -2,9 +2,17 @@
 
 Each layer has the PyG 2.8 class name, constructor and forward signature, parameter names and
 initialisation, so ``layer.load_state_dict(pyg_layer.state_dict())`` works both ways and gives the
-same outputs.
+same outputs. See ``docs/nn.md`` for the supported arguments and the differences.
 """
-from .conv import GATConv, GATv2Conv, GCNConv, GINConv, SAGEConv, TransformerConv
+from . import aggr
+from .aggr import (Aggregation, DegreeScalerAggregation, MaxAggregation, MeanAggregation,
+                   MinAggregation, MultiAggregation, StdAggregation, SumAggregation,
+                   VarAggregation)
+from .conv import (GATConv, GATv2Conv, GCNConv, GINConv, GINEConv, GraphConv, PNAConv, SAGEConv,
+                   TransformerConv)
 from .linear import Linear
 
-__all__ = ["Linear", "GCNConv", "SAGEConv", "GINConv", "GATConv", "GATv2Conv", "TransformerConv"]
+__all__ = ["Linear", "GCNConv", "SAGEConv", "GINConv", "GINEConv", "GraphConv", "GATConv",
+           "GATv2Conv", "TransformerConv", "PNAConv", "aggr", "Aggregation", "SumAggregation",
+           "MeanAggregation", "MinAggregation", "MaxAggregation", "VarAggregation",
+           "StdAggregation", "MultiAggregation", "DegreeScalerAggregation"]

@@ -1,20 +1,34 @@
-"""The adjacency handling every iognn.nn layer shares: node counts and the Graph of one forward.
+"""The adjacency handling every iognn.nn layer shares: node counts, the Graph of one forward (built
+once per adjacency tensor and cached), sparse-matrix inputs and the graph of edge-level messages.
 
-Keeping Graph construction in this one function lets a per-adjacency cache be added in one place.
+Cache contract (``cached_graph``): an entry is keyed by the adjacency object's identity plus what
+the layer derives from it (self-loop mode, sizes, ...), holds a weak reference to the adjacency and
+its version counter at build time, and is used only while that same object is alive and unmodified
+(an in-place change bumps ``_version`` and the next forward rebuilds). Entries die with their
+adjacency; at most ``MAX_ENTRIES`` are kept (least recently used first out). Under
+``torch.compile`` the cache is bypassed: the Graph is built inside the compiled graph.
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+import weakref
+from collections import OrderedDict
+from typing import Callable, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
 
+from ..adjacency import _sparse_tensor_class, plain_edge_index, to_edge_index
 from ..graph import Graph, SelfLoops
+
+_SPARSE_TENSOR = _sparse_tensor_class()  # torch_sparse.SparseTensor, or None when not installed
+MAX_ENTRIES = 64
+_CACHE: "OrderedDict[tuple, Tuple[weakref.ref, int, Graph]]" = OrderedDict()
 
 
 def node_counts(x_src: Tensor, x_dst: Optional[Tensor],
                 size: Optional[Tuple[int, int]]) -> Tuple[int, int]:
-    """(num_src, num_dst) as PyG's MessagePassing infers them.
+    """(num_src, num_dst) as PyG's MessagePassing infers them, from feature rows (never from the
+    edge indices, so that torch.compile keeps them symbolic).
 
     ``size`` wins when given; otherwise the feature rows, and a missing ``x_dst`` means as many
     destinations as sources (PyG's ``size_i = size[1] or size[0]``).
@@ -22,23 +36,246 @@ def node_counts(x_src: Tensor, x_dst: Optional[Tensor],
     if size is not None:
         if len(size) != 2:
             raise ValueError(f"size must be a pair (num_src, num_dst), got {size}")
-        num_src = int(size[0]) if size[0] is not None else int(x_src.size(0))
-        num_dst = int(size[1]) if size[1] is not None else num_src
+        num_src = size[0] if size[0] is not None else x_src.size(0)
+        num_dst = size[1] if size[1] is not None else num_src
         return num_src, num_dst
-    num_src = int(x_src.size(0))
-    return num_src, int(x_dst.size(0)) if x_dst is not None else num_src
+    num_src = x_src.size(0)
+    return num_src, x_dst.size(0) if x_dst is not None else num_src
 
 
-def layer_graph(layer: str, edge_index, num_nodes, self_loops: SelfLoops = SelfLoops.KEEP) -> Graph:
-    """The Graph a layer's forward reads, built from a ``[2, E]`` edge_index (or PyG ``EdgeIndex``).
+# ---- the cache ---------------------------------------------------------------------------------
+def _version(adj) -> int:
+    """Version counter(s) of the tensors that define adj's structure."""
+    if isinstance(adj, Graph):
+        return 0  # a Graph is immutable
+    if isinstance(adj, Tensor):  # an EdgeIndex's wrapper and data have counters of their own
+        data = plain_edge_index(adj)
+        return adj._version + (data._version if data is not adj else 0)
+    storage = adj.storage  # torch_sparse.SparseTensor
+    return sum(t._version for t in (storage._row, storage._rowptr, storage._col) if t is not None)
 
-    Sparse adjacency matrices are refused: PyG gives them layer-specific semantics (values as
-    weights, ``fill_diag`` instead of ``add_remaining_self_loops``) that these layers do not mirror.
+
+def _forget(key) -> Callable:
+    def callback(_ref):
+        _CACHE.pop(key, None)
+    return callback
+
+
+def cached_graph(adj, key: tuple, build: Callable[[], Graph]) -> Graph:
+    """``build()``'s Graph for ``adj``, reused while ``adj`` is the same, unmodified object."""
+    if torch.compiler.is_compiling():
+        return build()
+    full_key = (id(adj),) + key
+    entry = _CACHE.get(full_key)
+    version = _version(adj)
+    if entry is not None and entry[0]() is adj and entry[1] == version:
+        _CACHE.move_to_end(full_key)
+        return entry[2]
+    graph = build()
+    _CACHE[full_key] = (weakref.ref(adj, _forget(full_key)), version, graph)
+    _CACHE.move_to_end(full_key)
+    while len(_CACHE) > MAX_ENTRIES:
+        _CACHE.popitem(last=False)
+    return graph
+
+
+_DERIVED: "weakref.WeakKeyDictionary[Graph, dict]" = weakref.WeakKeyDictionary()
+
+
+def cached_on(graph: Graph, key: tuple, compute: Callable[[], object]):
+    """Something derived from ``graph`` alone (GCN's unweighted normalisation, the MessageGraph),
+    computed once per Graph object; recomputed every time under torch.compile."""
+    if torch.compiler.is_compiling():
+        return compute()
+    store = _DERIVED.setdefault(graph, {})
+    if key not in store:
+        store[key] = compute()
+    return store[key]
+
+
+# ---- adjacency kinds ---------------------------------------------------------------------------
+class SparseInput(NamedTuple):
+    """A sparse adjacency matrix (transposed, ``adj_t[target, source]``) taken apart."""
+    matrix: object                   # the input: torch.sparse tensor or torch_sparse.SparseTensor
+    edge_index: Tensor               # [2, nnz] (source, target) in the matrix's storage order
+    num_src: int
+    num_dst: int
+    values: Optional[Tensor]         # [nnz] or [nnz, ...] in storage order, or None
+    is_torch_sparse: bool            # torch.sparse (else torch_sparse.SparseTensor)
+    coalesced: bool                  # the parts are those of matrix.coalesce()
+
+
+def is_sparse(adj) -> bool:
+    return (isinstance(adj, Tensor) and adj.layout != torch.strided) or (
+        _SPARSE_TENSOR is not None and isinstance(adj, _SPARSE_TENSOR))
+
+
+def sparse_input(adj, coalesce: bool = False) -> SparseInput:
+    """Parts of a sparse adjacency. ``coalesce``: sum duplicate entries of an uncoalesced COO
+    matrix first (what PyG's fused path does by converting it to CSR)."""
+    parts = adj
+    if coalesce and isinstance(adj, Tensor) and adj.layout == torch.sparse_coo \
+            and not adj.is_coalesced():
+        parts = adj.coalesce()
+    edge_index, (num_src, num_dst), values = to_edge_index(parts)
+    return SparseInput(adj, edge_index, num_src, num_dst, values, isinstance(adj, Tensor),
+                       parts is not adj)
+
+
+def check_adjacency(layer: str, adj) -> None:
+    if isinstance(adj, (Graph, Tensor)) or is_sparse(adj):
+        return
+    raise TypeError(f"{layer}: edge_index must be a [2, num_edges] index tensor, a "
+                    f"torch_geometric.EdgeIndex, a sparse adjacency matrix (torch.sparse or "
+                    f"torch_sparse.SparseTensor) or an iognn.Graph, got {type(adj).__name__}")
+
+
+def edge_graph(layer: str, adj, num_src, num_dst, loops: SelfLoops = SelfLoops.KEEP) -> Graph:
+    """The Graph of an index adjacency (``[2, E]`` tensor or ``EdgeIndex``) or of a prebuilt
+    ``iognn.Graph``, with the layer's self-loop rule.
+
+    A prebuilt Graph is used as it is when it was built with the layer's self-loop mode; one built
+    with ``'keep'`` gets the layer's loops added (cached on it; edge values stay in its input edge
+    order); any other mode is refused.
     """
-    if isinstance(edge_index, Tensor) and edge_index.layout != torch.strided:
-        raise TypeError(f"{layer}: edge_index must be a [2, num_edges] index tensor; sparse "
-                        f"adjacency matrices are not supported")
-    if not isinstance(edge_index, Tensor):
-        raise TypeError(f"{layer}: edge_index must be a [2, num_edges] index tensor, "
-                        f"got {type(edge_index).__name__}")
-    return Graph(edge_index, num_nodes, self_loops)
+    check_adjacency(layer, adj)
+    if isinstance(adj, Graph):
+        if adj.self_loops == loops:
+            return adj
+        if adj.self_loops != SelfLoops.KEEP:
+            raise ValueError(f"{layer} adds self-loops as '{loops.name.lower()}' but the given "
+                             f"iognn.Graph was built with self_loops="
+                             f"'{adj.self_loops.name.lower()}'; build it with 'keep' or "
+                             f"'{loops.name.lower()}'")
+        return cached_graph(adj, ("loops", int(loops)),
+                            lambda: Graph(adj.edge_index, adj.size, loops))
+    if is_sparse(adj):
+        raise TypeError(f"{layer}: expected an index adjacency, got a sparse matrix")
+    return cached_graph(adj, ("edges", int(loops), num_src, num_dst),
+                        lambda: Graph(adj, (num_src, num_dst), loops))
+
+
+def sparse_graph(sparse: SparseInput, loops: SelfLoops = SelfLoops.KEEP) -> Graph:
+    """The Graph of a sparse matrix's entries (in storage order, after coalescing when
+    ``sparse_input`` did) with a self-loop mode."""
+    return cached_graph(sparse.matrix, ("sparse", int(loops), sparse.coalesced),
+                        lambda: Graph(sparse.edge_index, (sparse.num_src, sparse.num_dst), loops))
+
+
+class Adjacency(NamedTuple):
+    """What a layer's forward reads: the Graph, the edge values a sparse input carries (in the
+    graph's input edge order, or None) and the sparse input itself (or None)."""
+    graph: Graph
+    values: Optional[Tensor]
+    sparse: Optional[SparseInput]
+
+
+def weighted_adjacency(layer: str, adj, num_src, num_dst, coalesce: bool, use_values: bool
+                       ) -> Adjacency:
+    """The adjacency of a neighbourhood-aggregating layer (SAGEConv, GINConv, GraphConv,
+    un-normalised GCNConv) with PyG's sparse-input semantics, which the layer selects:
+    ``coalesce`` sums duplicate entries of an uncoalesced COO matrix first (PyG's fused path
+    converts it to CSR); ``use_values`` makes a sparse matrix's values the edge weights (else they
+    are dropped). Index inputs carry no values."""
+    check_adjacency(layer, adj)
+    if not is_sparse(adj):
+        return Adjacency(edge_graph(layer, adj, num_src, num_dst), None, None)
+    sparse = sparse_input(adj, coalesce=coalesce)
+    values = sparse.values if use_values else None
+    if values is not None and values.dim() != 1:
+        raise ValueError(f"{layer}: a sparse adjacency must have one value per entry, got values "
+                         f"of shape {list(values.shape)}")
+    return Adjacency(sparse_graph(sparse), values, sparse)
+
+
+def structural_adjacency(layer: str, adj, num_src, num_dst, add_loops: bool) -> Adjacency:
+    """PyG's message-level semantics (GATConv, GATv2Conv, TransformerConv, GINEConv, PNAConv): a
+    sparse matrix gives its entries (values only as edge features, when they are 2-D).
+
+    With ``add_loops`` (GAT's ``remove_self_loops`` + ``add_self_loops``): an index input uses
+    SelfLoops.REPLACE; a torch.sparse matrix is coalesced by PyG when the loops are added, so its
+    unique non-loop entries are taken in (target, source) order - the graph's CSR order - before
+    the loops; a SparseTensor gets ``set_diag`` (REPLACE over its entries).
+    """
+    check_adjacency(layer, adj)
+    loops = SelfLoops.REPLACE if add_loops else SelfLoops.KEEP
+    if not is_sparse(adj):
+        return Adjacency(edge_graph(layer, adj, num_src, num_dst, loops), None, None)
+    sparse = sparse_input(adj)
+    values = sparse.values if sparse.values is not None and sparse.values.dim() > 1 else None
+    if not add_loops:
+        return Adjacency(sparse_graph(sparse), values, sparse)
+    if values is not None:
+        raise NotImplementedError(f"{layer}: edge features stored in a sparse adjacency together "
+                                  f"with add_self_loops=True are not supported; pass them as "
+                                  f"edge_attr with a [2, E] edge_index")
+    if not sparse.is_torch_sparse:
+        return Adjacency(sparse_graph(sparse, loops), None, sparse)
+    return Adjacency(cached_graph(adj, ("coalesced", int(loops)),
+                                  lambda: _coalesced_graph(sparse, loops)), None, sparse)
+
+
+def _coalesced_graph(sparse: SparseInput, loops: SelfLoops) -> Graph:
+    src, dst = sparse.edge_index.long()
+    key = dst * sparse.num_src + src
+    key = torch.unique(key[src != dst])  # sorted: (target, source) order
+    edge_index = torch.stack([key % max(sparse.num_src, 1), key // max(sparse.num_src, 1)])
+    return Graph(edge_index, (sparse.num_src, sparse.num_dst), loops)
+
+
+def sparse_like(sparse: SparseInput, graph: Graph, values: Tensor, in_csr_order: bool):
+    """The sparse matrix PyG returns with attention weights: ``values`` on the input matrix's
+    entries (``in_csr_order=False``, values in storage order) or on the graph's CSR entries
+    (loops added: PyG's coalesced matrix), in the input's layout."""
+    size = (sparse.num_dst, sparse.num_src) + tuple(values.shape[1:])
+    if not sparse.is_torch_sparse:
+        if not in_csr_order:
+            return sparse.matrix.set_value(values, layout="coo")
+        return _SPARSE_TENSOR(row=graph.csr_dst.long(), col=graph.col.long(), value=values,
+                  sparse_sizes=(sparse.num_dst, sparse.num_src))
+    m = sparse.matrix
+    if not in_csr_order:
+        if m.layout == torch.sparse_coo:
+            return torch.sparse_coo_tensor(m._indices(), values, size).coalesce()
+        if m.layout == torch.sparse_csr:
+            return torch.sparse_csr_tensor(m.crow_indices(), m.col_indices(), values, size)
+        return torch.sparse_csc_tensor(m.ccol_indices(), m.row_indices(), values, size)
+    if m.layout == torch.sparse_csr:
+        return torch.sparse_csr_tensor(graph.rowptr.long(), graph.col.long(), values, size)
+    indices = torch.stack([graph.csr_dst.long(), graph.col.long()])
+    return torch.sparse_coo_tensor(indices, values, size, is_coalesced=True)
+
+
+# ---- edge-level messages ---------------------------------------------------------------------
+class MessageGraph:
+    """The graph whose sources are the edge-level messages of ``graph``, in its CSR order.
+
+    Destination i receives messages ``rowptr[i] .. rowptr[i+1] - 1`` (message p belongs to the edge
+    at CSR position p): ``col`` is the identity and every message has exactly one out-edge, so
+    nothing is sorted. Reductions of per-edge messages (GINEConv, PNAConv, weighted min/max) run on
+    it with the same segment ops as node-level aggregation.
+    """
+
+    def __init__(self, graph: Graph):
+        num_edges = graph.num_edges
+        opts = dict(dtype=graph.index_dtype, device=graph.device)
+        positions = torch.arange(num_edges, **opts)
+        self.rowptr = graph.rowptr
+        self.col = self.eid = self.csc2csr = positions
+        self.colptr = torch.arange(num_edges + 1, **opts)
+        self.row = self.csr_dst = graph.csr_dst
+        self.num_src_nodes = num_edges
+        self.num_dst_nodes = graph.num_dst_nodes
+        self.num_edges = num_edges
+        self.device = graph.device
+        self.index_dtype = graph.index_dtype
+
+    def degree(self, direction: str = "in") -> Tensor:
+        if direction != "in":
+            raise ValueError("a MessageGraph only has in-degrees")
+        return self.rowptr.diff()
+
+
+def messages_graph(graph: Graph) -> MessageGraph:
+    """The MessageGraph of ``graph`` (built once per Graph outside torch.compile)."""
+    return cached_on(graph, ("messages",), lambda: MessageGraph(graph))

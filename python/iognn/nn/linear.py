@@ -3,7 +3,10 @@
 Same parameter names (``weight [out, in]``, ``bias [out]``), same initialisers and the same order of
 random draws (the constructor initialises once, as PyG's does), so an iognn layer built after
 ``torch.manual_seed(s)`` holds exactly the weights of the PyG layer built after the same seed.
-Lazy initialisation (``in_channels=-1``) is not supported.
+
+Lazy initialisation as in PyG: ``in_channels=-1`` leaves ``weight`` an ``UninitializedParameter``
+(and ``bias`` uninitialised) until the first forward, which sets ``in_channels`` from the input's
+last dimension and draws both; a state_dict holding a materialised weight materialises it on load.
 """
 from __future__ import annotations
 
@@ -14,13 +17,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch.nn import Parameter
+from torch.nn.parameter import UninitializedParameter, is_lazy
 
 _WEIGHT_INITS = (None, "glorot", "uniform", "kaiming_uniform")
 _BIAS_INITS = (None, "zeros")
 
 
-def glorot_(weight: Tensor) -> None:
+def glorot_(weight: Optional[Tensor]) -> None:
     """Uniform in ±sqrt(6 / (fan_in + fan_out)) over the last two dimensions (PyG's ``glorot``)."""
+    if weight is None:
+        return
     bound = math.sqrt(6.0 / (weight.size(-2) + weight.size(-1)))
     with torch.no_grad():
         weight.uniform_(-bound, bound)
@@ -30,7 +36,8 @@ class Linear(torch.nn.Module):
     """``y = x W^T + b``.
 
     Args:
-        in_channels, out_channels: sizes (``in_channels`` must be positive).
+        in_channels: input size, or ``-1`` (any value <= 0) for lazy initialisation.
+        out_channels: output size.
         bias: learn an additive bias.
         weight_initializer: ``None`` or ``'kaiming_uniform'`` (PyTorch's default, a=sqrt(5)),
             ``'glorot'`` or ``'uniform'`` (±1/sqrt(in_channels)).
@@ -41,9 +48,6 @@ class Linear(torch.nn.Module):
                  weight_initializer: Optional[str] = None,
                  bias_initializer: Optional[str] = None):
         super().__init__()
-        if in_channels <= 0:
-            raise ValueError(f"in_channels must be positive (lazy initialisation is not "
-                             f"supported), got {in_channels}")
         if weight_initializer not in _WEIGHT_INITS:
             raise ValueError(f"weight_initializer must be one of {_WEIGHT_INITS}, "
                              f"got {weight_initializer!r}")
@@ -54,7 +58,11 @@ class Linear(torch.nn.Module):
         self.out_channels = out_channels
         self.weight_initializer = weight_initializer
         self.bias_initializer = bias_initializer
-        self.weight = Parameter(torch.empty(out_channels, in_channels))
+        if in_channels > 0:
+            self.weight = Parameter(torch.empty(out_channels, in_channels))
+        else:
+            self.weight = UninitializedParameter()
+            self._hook = self.register_forward_pre_hook(Linear._initialize_parameters)
         if bias:
             self.bias = Parameter(torch.empty(out_channels))
         else:
@@ -62,6 +70,8 @@ class Linear(torch.nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        if self.in_channels <= 0:  # lazy: drawn on the first forward
+            return
         with torch.no_grad():
             if self.weight_initializer == "glorot":
                 glorot_(self.weight)
@@ -77,6 +87,38 @@ class Linear(torch.nn.Module):
                 else:
                     bound = 1.0 / math.sqrt(self.in_channels)
                     self.bias.uniform_(-bound, bound)
+
+    def _initialize_parameters(self, inputs) -> None:
+        """Forward pre-hook of a lazy layer: materialise and draw the weights once."""
+        if is_lazy(self.weight):
+            self.in_channels = inputs[0].size(-1)
+            with torch.no_grad():
+                self.weight.materialize((self.out_channels, self.in_channels))
+            self.reset_parameters()
+        self._remove_hook()
+
+    def _remove_hook(self) -> None:
+        if hasattr(self, "_hook"):
+            self._hook.remove()
+            del self._hook
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        # An uninitialised weight cannot be detached: it is saved as it is (as PyG does).
+        if is_lazy(self.weight):
+            destination[prefix + "weight"] = self.weight
+            if self.bias is not None:
+                destination[prefix + "bias"] = self.bias if keep_vars else self.bias.detach()
+            return
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # A materialised weight loaded into a lazy layer fixes its input size (PyG's behaviour).
+        weight = state_dict.get(prefix + "weight")
+        if weight is not None and not is_lazy(weight) and is_lazy(self.weight):
+            self.in_channels = weight.size(-1)
+            self.weight.materialize((self.out_channels, self.in_channels))
+            self._remove_hook()
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.linear(x, self.weight, self.bias)

@@ -3,7 +3,7 @@
 Per head h: ``e_ji = leaky_relu(a_src·x_j + a_dst·x_i [+ a_edge·W_e e_ji])``,
 ``alpha = softmax_j e``, ``out_i = sum_j alpha_ji x_j`` with ``x = lin(x)``. Self-loops follow PyG
 (``remove_self_loops`` + ``add_self_loops`` over ``min(num_src, num_dst)`` nodes, loop edge
-features from ``fill_value``).
+features from ``fill_value``; see ``nn/_graph.structural_adjacency`` for sparse inputs).
 The edge term never materialises ``W_e e``: ``a_edge·(W_e e) = e·w_edge`` with the ``[edge_dim, H]``
 contraction ``w_edge`` of ``lin_edge.weight`` and ``att_edge``.
 """
@@ -15,35 +15,43 @@ import torch
 from torch import Tensor
 from torch.nn import Parameter
 
-from ...graph import SelfLoops
 from ...ops.attention import gat_attention
-from .._graph import layer_graph, node_counts
+from .._amp import like
+from .._graph import node_counts, structural_adjacency
 from ..linear import Linear, glorot_
+from ._attention import loop_edge_attr, with_attention
+from ._common import MessagePassingArgs, check_attention_aggr, split_input
 
 
 class GATConv(torch.nn.Module):
     """Drop-in for ``torch_geometric.nn.GATConv`` (same arguments, parameters and outputs).
 
     Args:
-        in_channels: an int, or ``(source, destination)`` sizes (separate ``lin_src``/``lin_dst``).
+        in_channels: an int (or -1, lazy), or ``(source, destination)`` sizes (separate
+            ``lin_src``/``lin_dst``).
         out_channels: channels per head.
         heads: number of attention heads.
         concat: concatenate heads (else average them).
         negative_slope: LeakyReLU slope of the scores.
-        dropout: dropout on the attention coefficients (training only).
+        dropout: dropout on the attention coefficients (training only; iognn's own counter-based
+            mask, not PyG's random stream).
         add_self_loops: add a self-loop to every node (existing loops are replaced).
         edge_dim: edge feature size (None: no edge features).
         fill_value: edge features of the added loops (number, tensor or a reduction name).
         bias: learn an additive bias.
         residual: add ``res(x_dst)``.
+        **kwargs: PyG's MessagePassing arguments (only ``aggr='add'``).
     """
 
     def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int,
                  heads: int = 1, concat: bool = True, negative_slope: float = 0.2,
                  dropout: float = 0.0, add_self_loops: bool = True, edge_dim: Optional[int] = None,
                  fill_value: Union[float, Tensor, str] = "mean", bias: bool = True,
-                 residual: bool = False):
+                 residual: bool = False, **kwargs):
         super().__init__()
+        args = MessagePassingArgs("GATConv", kwargs, aggr="add", node_dim=0)
+        check_attention_aggr("GATConv", args)
+        args.install(self)
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.heads = heads
@@ -85,8 +93,7 @@ class GATConv(torch.nn.Module):
             if lin is not None:
                 lin.reset_parameters()
         for att in (self.att_src, self.att_dst, self.att_edge):
-            if att is not None:
-                glorot_(att)
+            glorot_(att)
         if self.bias is not None:
             with torch.no_grad():
                 self.bias.zero_()
@@ -102,44 +109,44 @@ class GATConv(torch.nn.Module):
         h_src = self.lin_src(x_src).view(-1, H, C)
         return h_src, None if x_dst is None else self.lin_dst(x_dst).view(-1, H, C)
 
-    def _edge_weights(self) -> Tensor:
+    def _edge_weights(self, ref: Tensor) -> Tensor:
         """``w_edge [De, H]``: ``(lin_edge(e).view(H, C) * att_edge).sum(-1) = e @ w_edge``."""
         H, C = self.heads, self.out_channels
         w = self.lin_edge.weight.view(H, C, -1)
-        return torch.einsum("hcd,hc->dh", w, self.att_edge.view(H, C))
+        return like(torch.einsum("hcd,hc->dh", w, self.att_edge.view(H, C)), ref)
 
     def forward(self, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], edge_index,
                 edge_attr: Optional[Tensor] = None, size: Optional[Tuple[int, int]] = None,
                 return_attention_weights: Optional[bool] = None):
-        x_src, x_dst = (x, x) if isinstance(x, Tensor) else x
+        x_src, x_dst = split_input(x)
         res = self.res(x_dst) if self.res is not None and x_dst is not None else None
         h_src, h_dst = self._project(x_src, x_dst)
         num_src, num_dst = node_counts(h_src, h_dst, size)
-        alpha_src = (h_src * self.att_src).sum(dim=-1)
-        alpha_dst = None if h_dst is None else (h_dst * self.att_dst).sum(dim=-1)
+        alpha_src = (h_src * like(self.att_src, h_src)).sum(dim=-1)
+        alpha_dst = None if h_dst is None else (h_dst * like(self.att_dst, h_dst)).sum(dim=-1)
 
-        loops = SelfLoops.REPLACE if self.add_self_loops else SelfLoops.KEEP
-        graph = layer_graph("GATConv", edge_index, (num_src, num_dst), loops)
+        adj = structural_adjacency("GATConv", edge_index, num_src, num_dst, self.add_self_loops)
         w_edge = None
-        if edge_attr is not None and self.lin_edge is not None:
-            edge_attr = edge_attr.view(-1, 1) if edge_attr.dim() == 1 else edge_attr
-            edge_attr = graph.augment_edge_values(edge_attr, self.fill_value)
-            w_edge = self._edge_weights()
+        if self.lin_edge is not None:
+            edge_attr = loop_edge_attr(adj, edge_attr, self.fill_value)
+            if edge_attr is not None:
+                edge_attr, w_edge = like(edge_attr, h_src), self._edge_weights(h_src)
         else:
             edge_attr = None  # PyG ignores edge features without edge_dim
-        result = gat_attention(graph, h_src, alpha_src, alpha_dst, edge_attr=edge_attr,
+        want_alpha = bool(return_attention_weights)
+        result = gat_attention(adj.graph, h_src, alpha_src, alpha_dst, edge_attr=edge_attr,
                                w_edge=w_edge, negative_slope=self.negative_slope,
                                dropout=self.dropout if self.training else 0.0,
-                               return_alpha=bool(return_attention_weights))
-        out, alpha = result if return_attention_weights else (result, None)
+                               return_alpha=want_alpha)
+        out, alpha = result if want_alpha else (result, None)
 
         out = out.reshape(-1, self.heads * self.out_channels) if self.concat else out.mean(dim=1)
         if res is not None:
-            out = out + res
+            out = out + like(res, out)
         if self.bias is not None:
-            out = out + self.bias
-        if return_attention_weights:
-            return out, (graph.edge_index, alpha)
+            out = out + like(self.bias, out)
+        if want_alpha:
+            return with_attention(out, alpha, adj, self.add_self_loops)
         return out
 
     def __repr__(self) -> str:

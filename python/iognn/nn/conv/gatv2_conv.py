@@ -12,25 +12,31 @@ import torch
 from torch import Tensor
 from torch.nn import Parameter
 
-from ...graph import SelfLoops
 from ...ops.attention import gatv2_attention
-from .._graph import layer_graph
+from .._amp import like
+from .._graph import structural_adjacency
 from ..linear import Linear, glorot_
+from ._attention import loop_edge_attr, with_attention
+from ._common import MessagePassingArgs, check_attention_aggr, split_input
 
 
 class GATv2Conv(torch.nn.Module):
     """Drop-in for ``torch_geometric.nn.GATv2Conv`` (same arguments, parameters and outputs).
 
     Args: as :class:`GATConv`, plus ``share_weights`` (``lin_r`` is ``lin_l``); ``bias`` also
-    switches the biases of ``lin_l``/``lin_r``, as in PyG.
+    switches the biases of ``lin_l``/``lin_r``, as in PyG. There is no ``size`` argument and
+    destination features are required, as in PyG.
     """
 
     def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int,
                  heads: int = 1, concat: bool = True, negative_slope: float = 0.2,
                  dropout: float = 0.0, add_self_loops: bool = True, edge_dim: Optional[int] = None,
                  fill_value: Union[float, Tensor, str] = "mean", bias: bool = True,
-                 share_weights: bool = False, residual: bool = False):
+                 share_weights: bool = False, residual: bool = False, **kwargs):
         super().__init__()
+        args = MessagePassingArgs("GATv2Conv", kwargs, aggr="add", node_dim=0)
+        check_attention_aggr("GATv2Conv", args)
+        args.install(self)
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.heads = heads
@@ -79,7 +85,7 @@ class GATv2Conv(torch.nn.Module):
                 edge_attr: Optional[Tensor] = None,
                 return_attention_weights: Optional[bool] = None):
         H, C = self.heads, self.out_channels
-        x_src, x_dst = (x, x) if isinstance(x, Tensor) else x
+        x_src, x_dst = split_input(x)
         if x_dst is None:
             raise ValueError("GATv2Conv needs destination features: got x = (x_src, None)")
         res = self.res(x_dst) if self.res is not None else None
@@ -89,28 +95,29 @@ class GATv2Conv(torch.nn.Module):
         else:
             h_dst = self.lin_r(x_dst).view(-1, H, C)
 
-        loops = SelfLoops.REPLACE if self.add_self_loops else SelfLoops.KEEP
-        graph = layer_graph("GATv2Conv", edge_index, (h_src.size(0), h_dst.size(0)), loops)
+        adj = structural_adjacency("GATv2Conv", edge_index, h_src.size(0), h_dst.size(0),
+                                   self.add_self_loops)
         w_edge = None
-        if edge_attr is not None:
+        if edge_attr is not None or adj.values is not None:
             if self.lin_edge is None:
                 raise ValueError("GATv2Conv got edge_attr but was built without edge_dim")
-            edge_attr = edge_attr.view(-1, 1) if edge_attr.dim() == 1 else edge_attr
-            edge_attr = graph.augment_edge_values(edge_attr, self.fill_value)
-            w_edge = self.lin_edge.weight
-        result = gatv2_attention(graph, h_src, h_dst, self.att, edge_attr=edge_attr, w_edge=w_edge,
+            edge_attr = like(loop_edge_attr(adj, edge_attr, self.fill_value), h_src)
+            w_edge = like(self.lin_edge.weight, h_src)
+        want_alpha = bool(return_attention_weights)
+        result = gatv2_attention(adj.graph, h_src, h_dst, like(self.att, h_src),
+                                 edge_attr=edge_attr, w_edge=w_edge,
                                  negative_slope=self.negative_slope,
                                  dropout=self.dropout if self.training else 0.0,
-                                 return_alpha=bool(return_attention_weights))
-        out, alpha = result if return_attention_weights else (result, None)
+                                 return_alpha=want_alpha)
+        out, alpha = result if want_alpha else (result, None)
 
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
         if res is not None:
-            out = out + res
+            out = out + like(res, out)
         if self.bias is not None:
-            out = out + self.bias
-        if return_attention_weights:
-            return out, (graph.edge_index, alpha)
+            out = out + like(self.bias, out)
+        if want_alpha:
+            return with_attention(out, alpha, adj, self.add_self_loops)
         return out
 
     def __repr__(self) -> str:

@@ -1,9 +1,18 @@
 """``GCNConv``: PyG 2.8's graph convolution (Kipf & Welling) on iognn's propagate.
 
-``out = D^-1/2 (A + I) D^-1/2 (x W^T) + b`` with PyG's exact conventions: self-loops are added by
-``add_remaining_self_loops`` (an existing loop keeps its weight, and every node gets exactly one),
-degrees are weighted in-degrees, a zero degree gives a zero weight. As in PyG 2.8, ``improved=True``
-only changes the weight of added loops when ``edge_weight`` is given (without it every weight is 1).
+``out = D^-1/2 (A + I) D^-1/2 (x W^T) + b`` with PyG's exact conventions, per adjacency kind:
+
+- ``[2, E]`` tensor / EdgeIndex / iognn.Graph: ``add_remaining_self_loops`` (an existing loop keeps
+  its weight, every node gets exactly one); as in PyG 2.8, ``improved=True`` only changes the
+  weight of added loops when ``edge_weight`` is given (without it every weight is 1).
+- torch.sparse COO/CSR: the values are the weights (``edge_weight`` is ignored) and a loop of
+  weight 1 (2 if improved) is appended to every node even where one exists (``A + I``).
+  A CSC matrix raises NotImplementedError with ``normalize=True``, as in PyG.
+- torch_sparse.SparseTensor: ``fill_diag`` (existing loops are replaced by the fill weight);
+  missing values count as 1.
+
+Degrees are weighted in-degrees; a zero degree gives a zero weight. The unweighted normalisation
+is computed once per Graph and reused (the Graph itself is cached per adjacency tensor).
 """
 from __future__ import annotations
 
@@ -15,32 +24,39 @@ from torch.nn import Parameter
 
 from ...graph import Graph, SelfLoops
 from ...ops._checks import acc_dtype
-from ...ops.propagate import gcn_norm, propagate
-from .._graph import layer_graph
+from ...ops.propagate import gcn_norm
+from .._amp import like
+from .._graph import (cached_graph, cached_on, edge_graph, is_sparse, sparse_graph, sparse_input,
+                      weighted_adjacency)
 from ..linear import Linear
+from ._common import MessagePassingArgs, aggregate_weighted
 
 
 class GCNConv(torch.nn.Module):
     """Drop-in for ``torch_geometric.nn.GCNConv`` (same arguments, parameters and outputs).
 
     Args:
-        in_channels, out_channels: feature sizes.
+        in_channels: input size, or -1 (lazy).
+        out_channels: output size.
         improved: self-loop weight 2 instead of 1 (see the module note).
         cached: keep the normalised graph of the first call (transductive training only).
         add_self_loops: add self-loops (default: same as ``normalize``).
         normalize: apply the symmetric normalisation (else plain weighted sum).
         bias: learn an additive bias.
+        **kwargs: PyG's MessagePassing arguments (``aggr`` defaults to ``'add'``).
     """
 
     def __init__(self, in_channels: int, out_channels: int, improved: bool = False,
                  cached: bool = False, add_self_loops: Optional[bool] = None,
-                 normalize: bool = True, bias: bool = True):
+                 normalize: bool = True, bias: bool = True, **kwargs):
         super().__init__()
+        args = MessagePassingArgs("GCNConv", kwargs, aggr="add")
         if add_self_loops is None:
             add_self_loops = normalize
         if add_self_loops and not normalize:
-            raise ValueError("GCNConv does not support adding self-loops to the graph when no "
+            raise ValueError("'GCNConv' does not support adding self-loops to the graph when no "
                              "on-the-fly normalization is applied")
+        args.install(self)
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.improved = improved
@@ -56,6 +72,7 @@ class GCNConv(torch.nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        self.aggr_module.reset_parameters()
         self.lin.reset_parameters()
         if self.bias is not None:
             with torch.no_grad():
@@ -63,26 +80,66 @@ class GCNConv(torch.nn.Module):
         self._cached = None
 
     def _normalised_graph(self, x: Tensor, edge_index, edge_weight: Optional[Tensor]):
-        """(graph, per-edge weights in augmented order or None)."""
+        """(graph, per-edge weights in the graph's augmented order, or None for all ones)."""
         if self._cached is not None:
             return self._cached
-        loops = SelfLoops.ADD_REMAINING if self.add_self_loops else SelfLoops.KEEP
-        graph = layer_graph("GCNConv", edge_index, x.size(0), loops)
-        weight = graph.augment_edge_values(edge_weight, 2.0 if self.improved else 1.0)
-        if self.normalize:
-            weight = gcn_norm(graph, weight, dtype=acc_dtype(x.dtype))
-        if self.cached:
+        num_nodes = x.size(0)
+        if not self.normalize:
+            if is_sparse(edge_index):
+                adj = weighted_adjacency("GCNConv", edge_index, num_nodes, num_nodes,
+                                         coalesce=self.fuse, use_values=True)
+                return adj.graph, adj.values
+            return edge_graph("GCNConv", edge_index, num_nodes, num_nodes), edge_weight
+        fill = 2.0 if self.improved else 1.0
+        dtype = acc_dtype(x.dtype)
+        if is_sparse(edge_index):
+            graph, weight = self._sparse_graph(edge_index, fill, dtype)
+        else:
+            loops = SelfLoops.ADD_REMAINING if self.add_self_loops else SelfLoops.KEEP
+            graph = edge_graph("GCNConv", edge_index, num_nodes, num_nodes, loops)
+            weight = graph.augment_edge_values(edge_weight, fill)
+        if weight is None:
+            weight = cached_on(graph, ("gcn_norm", dtype), lambda: gcn_norm(graph, None, dtype))
+        else:
+            weight = gcn_norm(graph, weight, dtype)
+        if self.cached and not torch.compiler.is_compiling():  # compiled: rebuilt in the graph
             self._cached = (graph, weight)
         return graph, weight
 
+    def _sparse_graph(self, adj, fill: float, dtype: torch.dtype):
+        """PyG's gcn_norm inputs for a sparse matrix: (graph, weights before normalisation)."""
+        sparse = sparse_input(adj)
+        if sparse.is_torch_sparse and adj.layout == torch.sparse_csc:
+            raise NotImplementedError("GCNConv: sparse CSC matrices are not supported by "
+                                      "gcn_norm (as in PyG); convert to CSR")
+        if sparse.num_src != sparse.num_dst:
+            raise ValueError(f"GCNConv needs a square adjacency, got shape "
+                             f"{[sparse.num_dst, sparse.num_src]}")
+        values = sparse.values
+        if values is None:  # a SparseTensor without values: every entry weighs 1
+            values = torch.ones(sparse.edge_index.size(1), dtype=dtype,
+                                device=sparse.edge_index.device)
+        if not self.add_self_loops:
+            return sparse_graph(sparse), values
+        if not sparse.is_torch_sparse:  # SparseTensor: fill_diag replaces existing loops
+            graph = sparse_graph(sparse, SelfLoops.REPLACE)
+            return graph, graph.augment_edge_values(values, fill)
+        num_nodes = sparse.num_dst
+        loops = torch.arange(num_nodes, device=sparse.edge_index.device,
+                             dtype=sparse.edge_index.dtype).expand(2, -1)
+        graph = cached_graph(adj, ("gcn_append_loops",), lambda: Graph(
+            torch.cat([sparse.edge_index, loops], dim=1), (num_nodes, num_nodes)))
+        return graph, torch.cat([values, values.new_full((num_nodes,), fill)])
+
     def forward(self, x: Tensor, edge_index, edge_weight: Optional[Tensor] = None) -> Tensor:
         if isinstance(x, (tuple, list)):
-            raise ValueError("GCNConv received a tuple of node features as input while this layer "
-                             "does not support bipartite message passing")
+            raise ValueError("'GCNConv' received a tuple of node features as input while this "
+                             "layer does not support bipartite message passing. Please try other "
+                             "layers such as 'SAGEConv' or 'GraphConv' instead")
         graph, weight = self._normalised_graph(x, edge_index, edge_weight)
-        out = propagate(graph, self.lin(x), weight, "sum")
+        out = aggregate_weighted(self.aggr_module, graph, self.lin(x), weight)
         if self.bias is not None:
-            out = out + self.bias
+            out = out + like(self.bias, out)
         return out
 
     def __repr__(self) -> str:

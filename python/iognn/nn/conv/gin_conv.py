@@ -1,8 +1,11 @@
-"""``GINConv``: PyG 2.8's graph isomorphism operator on iognn's propagate.
+"""``GINConv`` and ``GINEConv``: PyG 2.8's graph isomorphism operators.
 
-``out_i = nn((1 + eps) * x_i + sum_{j -> i} x_j)``; ``eps`` is a parameter when ``train_eps``, else
-a buffer (both named ``eps``, as in PyG). Bipartite input ``(x_src, x_dst)`` sums source features
-into destinations (no root term when ``x_dst`` is None).
+GINConv: ``out_i = nn((1 + eps) * x_i + sum_{j -> i} x_j)`` on iognn's propagate.
+GINEConv: ``out_i = nn((1 + eps) * x_i + sum_{j -> i} relu(x_j + lin(e_ji)))``: the per-edge
+messages are formed in the graph's CSR order and reduced over its MessageGraph (no scatter).
+``eps`` is a parameter when ``train_eps``, else a buffer (both named ``eps``, as in PyG). Bipartite
+input ``(x_src, x_dst)`` sums source messages into destinations (no root term when ``x_dst`` is
+None). A torch.sparse adjacency weights GINConv's messages by its values (PyG's fused path).
 """
 from __future__ import annotations
 
@@ -11,51 +14,120 @@ from typing import Callable, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
-from ...ops.propagate import propagate
-from .._graph import layer_graph, node_counts
+from .._amp import autocast_input, like
+from .._graph import messages_graph, node_counts, structural_adjacency, weighted_adjacency
+from ..aggr.base import aggregate_with
+from ..linear import Linear
+from ._common import MessagePassingArgs, aggregate_weighted, reset_module, split_input
 
 
-def reset_module(module) -> None:
-    """PyG's ``reset``: ``reset_parameters`` of ``module``, else of each child, recursively."""
-    if hasattr(module, "reset_parameters"):
-        module.reset_parameters()
-    elif isinstance(module, torch.nn.Module):
-        for child in module.children():
-            reset_module(child)
-
-
-class GINConv(torch.nn.Module):
-    """Drop-in for ``torch_geometric.nn.GINConv``.
-
-    Args:
-        nn: the module applied after aggregation (e.g. an MLP), reset by ``reset_parameters``.
-        eps: initial epsilon.
-        train_eps: learn epsilon.
-    """
-
-    def __init__(self, nn: Callable, eps: float = 0.0, train_eps: bool = False):
-        super().__init__()
+class _GINBase(torch.nn.Module):
+    def _init_eps(self, nn: Callable, eps: float, train_eps: bool) -> None:
         self.nn = nn
         self.initial_eps = eps
         if train_eps:
             self.eps = torch.nn.Parameter(torch.empty(1))
         else:
             self.register_buffer("eps", torch.empty(1))
+
+    def _update(self, out: Tensor, x_dst: Optional[Tensor]) -> Tensor:
+        if x_dst is not None:
+            x_dst = autocast_input(x_dst)
+            out = out + (1 + like(self.eps, x_dst)) * x_dst
+        return self.nn(out)
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}(nn={self.nn})"
+
+
+class GINConv(_GINBase):
+    """Drop-in for ``torch_geometric.nn.GINConv``.
+
+    Args:
+        nn: the module applied after aggregation (e.g. an MLP), reset by ``reset_parameters``.
+        eps: initial epsilon.
+        train_eps: learn epsilon.
+        **kwargs: PyG's MessagePassing arguments (``aggr`` defaults to ``'add'``).
+    """
+
+    def __init__(self, nn: Callable, eps: float = 0.0, train_eps: bool = False, **kwargs):
+        super().__init__()
+        MessagePassingArgs("GINConv", kwargs, aggr="add").install(self)
+        self._init_eps(nn, eps, train_eps)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        self.aggr_module.reset_parameters()
         reset_module(self.nn)
         with torch.no_grad():
             self.eps.fill_(self.initial_eps)
 
     def forward(self, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], edge_index,
                 size: Optional[Tuple[int, int]] = None) -> Tensor:
-        x_src, x_dst = (x, x) if isinstance(x, Tensor) else x
-        graph = layer_graph("GINConv", edge_index, node_counts(x_src, x_dst, size))
-        out = propagate(graph, x_src, None, "sum")
-        if x_dst is not None:
-            out = out + (1 + self.eps) * x_dst
-        return self.nn(out)
+        x_src, x_dst = split_input(x)
+        num_src, num_dst = node_counts(x_src, x_dst, size)
+        adj = weighted_adjacency("GINConv", edge_index, num_src, num_dst, coalesce=self.fuse,
+                                 use_values=self.fuse)
+        values = adj.values if adj.sparse is not None and adj.sparse.is_torch_sparse else None
+        out = aggregate_weighted(self.aggr_module, adj.graph, autocast_input(x_src), values)
+        return self._update(out, x_dst)
 
-    def __repr__(self) -> str:
-        return f"{self.__class__.__name__}(nn={self.nn})"
+
+class GINEConv(_GINBase):
+    """Drop-in for ``torch_geometric.nn.GINEConv``.
+
+    Args:
+        nn: the module applied after aggregation.
+        eps: initial epsilon.
+        train_eps: learn epsilon.
+        edge_dim: edge feature size; when given, ``lin`` maps edge features to the input size of
+            ``nn`` (read from ``nn.in_features`` / ``nn.in_channels``, or its first module's).
+        **kwargs: PyG's MessagePassing arguments (``aggr`` defaults to ``'add'``).
+    """
+
+    def __init__(self, nn: torch.nn.Module, eps: float = 0.0, train_eps: bool = False,
+                 edge_dim: Optional[int] = None, **kwargs):
+        super().__init__()
+        MessagePassingArgs("GINEConv", kwargs, aggr="add").install(self)
+        self._init_eps(nn, eps, train_eps)
+        if edge_dim is not None:
+            first = nn[0] if isinstance(nn, torch.nn.Sequential) else nn
+            if hasattr(first, "in_features"):
+                in_channels = first.in_features
+            elif hasattr(first, "in_channels"):
+                in_channels = first.in_channels
+            else:
+                raise ValueError("Could not infer input channels from `nn`.")
+            self.lin = Linear(edge_dim, in_channels)
+        else:
+            self.lin = None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        self.aggr_module.reset_parameters()
+        reset_module(self.nn)
+        with torch.no_grad():
+            self.eps.fill_(self.initial_eps)
+        if self.lin is not None:
+            self.lin.reset_parameters()
+
+    def forward(self, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], edge_index,
+                edge_attr: Optional[Tensor] = None,
+                size: Optional[Tuple[int, int]] = None) -> Tensor:
+        x_src, x_dst = split_input(x)
+        num_src, num_dst = node_counts(x_src, x_dst, size)
+        adj = structural_adjacency("GINEConv", edge_index, num_src, num_dst, add_loops=False)
+        if edge_attr is None:
+            edge_attr = adj.values
+        if edge_attr is None:
+            raise ValueError("GINEConv requires edge_attr")
+        x_src = autocast_input(x_src)
+        if self.lin is None and x_src.size(-1) != edge_attr.size(-1):
+            raise ValueError("Node and edge feature dimensionalities do not match. Consider "
+                             "setting the 'edge_dim' attribute of 'GINEConv'")
+        edge_attr = self.lin(edge_attr) if self.lin is not None else edge_attr
+        graph = adj.graph
+        messages = x_src.index_select(0, graph.col.long())
+        messages = (messages + like(graph.csr_edge_values(edge_attr), messages)).relu()
+        out = aggregate_with(self.aggr_module, messages_graph(graph), messages)
+        return self._update(out, x_dst)

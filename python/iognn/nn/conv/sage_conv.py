@@ -1,61 +1,72 @@
-"""``SAGEConv``: PyG 2.8's GraphSAGE operator on iognn's propagate.
+"""``SAGEConv``: PyG 2.8's GraphSAGE operator on iognn's aggregations.
 
-``out_i = lin_l(aggr_{j -> i} x_j) + lin_r(x_i)`` with ``aggr`` mean (0 for a node without
-in-edges) or sum; optional ``project`` (``x_j <- relu(lin(x_j))`` first) and L2 ``normalize`` of
-the output. Bipartite input ``(x_src, x_dst)`` aggregates source features into destinations.
+``out_i = lin_l(aggr_{j -> i} x_j) + lin_r(x_i)``; optional ``project`` (``x_j <- relu(lin(x_j))``
+first) and L2 ``normalize`` of the output. ``aggr`` is anything PyG accepts: a name, a list (a
+MultiAggregation, all of whose iognn reductions run in one fused pass) or an Aggregation; the
+aggregation reads the layer's Graph directly. A torch.sparse adjacency weights the messages by its
+values when PyG would take its fused path (``aggr`` one of add/sum/mean/min/max).
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple, Union
+from typing import List, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ...ops.propagate import propagate
-from .._graph import layer_graph, node_counts
+from .._amp import autocast_input
+from .._graph import node_counts, weighted_adjacency
 from ..linear import Linear
-
-_AGGRS = {"mean": "mean", "sum": "sum", "add": "sum"}
+from ._common import MessagePassingArgs, aggregate_weighted, split_input
 
 
 class SAGEConv(torch.nn.Module):
-    """Drop-in for ``torch_geometric.nn.SAGEConv`` with ``aggr`` in ``'mean' | 'sum' | 'add'``.
+    """Drop-in for ``torch_geometric.nn.SAGEConv``.
 
     Args:
-        in_channels: an int, or ``(source, destination)`` sizes for bipartite graphs.
+        in_channels: an int (or -1, lazy), or ``(source, destination)`` sizes for bipartite graphs.
         out_channels: output size.
-        aggr: neighbourhood reduction.
+        aggr: neighbourhood aggregation (name, list of names or Aggregation; default 'mean').
         normalize: L2-normalise each output row.
         root_weight: add ``lin_r(x_dst)``.
         project: apply ``relu(lin(x_src))`` to the source features before aggregating.
         bias: bias of ``lin_l``.
+        **kwargs: PyG's MessagePassing arguments (``aggr_kwargs``, ...).
     """
 
     def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int,
-                 aggr: str = "mean", normalize: bool = False, root_weight: bool = True,
-                 project: bool = False, bias: bool = True):
+                 aggr: Optional[Union[str, List[str], torch.nn.Module]] = "mean",
+                 normalize: bool = False, root_weight: bool = True, project: bool = False,
+                 bias: bool = True, **kwargs):
         super().__init__()
-        if not isinstance(aggr, str) or aggr not in _AGGRS:
-            # PyG accepts more (min/max/var/std, lists, Aggregation modules): not in this layer yet.
-            raise NotImplementedError(f"SAGEConv: aggr={aggr!r} is not supported by iognn yet "
-                                      f"(supported: {sorted(_AGGRS)})")
         self.in_channels = in_channels
         self.out_channels = out_channels
-        self.aggr = aggr
         self.normalize = normalize
         self.root_weight = root_weight
         self.project = project
-        src_channels, dst_channels = ((in_channels, in_channels) if isinstance(in_channels, int)
-                                      else in_channels)
+        if isinstance(in_channels, int):
+            in_channels = (in_channels, in_channels)
+        args = MessagePassingArgs("SAGEConv", dict(kwargs, aggr=aggr))
+        if aggr == "lstm":
+            args.aggr_kwargs.setdefault("in_channels", in_channels[0])
+            args.aggr_kwargs.setdefault("out_channels", in_channels[0])
+        args.install(self)
         if project:
-            self.lin = Linear(src_channels, src_channels, bias=True)
-        self.lin_l = Linear(src_channels, out_channels, bias=bias)
+            if in_channels[0] <= 0:
+                raise ValueError("'SAGEConv' does not support lazy initialization with "
+                                 "`project=True`")
+            self.lin = Linear(in_channels[0], in_channels[0], bias=True)
+        if hasattr(self.aggr_module, "get_out_channels"):  # a MultiAggregation (iognn's or PyG's)
+            aggr_out_channels = self.aggr_module.get_out_channels(in_channels[0])
+        else:
+            aggr_out_channels = in_channels[0]
+        self.lin_l = Linear(aggr_out_channels, out_channels, bias=bias)
         if root_weight:
-            self.lin_r = Linear(dst_channels, out_channels, bias=False)
+            self.lin_r = Linear(in_channels[1], out_channels, bias=False)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        self.aggr_module.reset_parameters()
         if self.project:
             self.lin.reset_parameters()
         self.lin_l.reset_parameters()
@@ -64,11 +75,15 @@ class SAGEConv(torch.nn.Module):
 
     def forward(self, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], edge_index,
                 size: Optional[Tuple[int, int]] = None) -> Tensor:
-        x_src, x_dst = (x, x) if isinstance(x, Tensor) else x
-        graph = layer_graph("SAGEConv", edge_index, node_counts(x_src, x_dst, size))
+        x_src, x_dst = split_input(x)
         if self.project:
             x_src = self.lin(x_src).relu()
-        out = self.lin_l(propagate(graph, x_src, None, _AGGRS[self.aggr]))
+        num_src, num_dst = node_counts(x_src, x_dst, size)
+        adj = weighted_adjacency("SAGEConv", edge_index, num_src, num_dst, coalesce=self.fuse,
+                                 use_values=self.fuse)
+        values = adj.values if adj.sparse is not None and adj.sparse.is_torch_sparse else None
+        out = self.lin_l(aggregate_weighted(self.aggr_module, adj.graph, autocast_input(x_src),
+                                            values))
         if self.root_weight and x_dst is not None:
             out = out + self.lin_r(x_dst)
         if self.normalize:

@@ -13,8 +13,11 @@ import torch
 from torch import Tensor
 
 from ...ops.attention import transformer_attention
-from .._graph import layer_graph
+from .._amp import like
+from .._graph import structural_adjacency
 from ..linear import Linear
+from ._attention import with_attention
+from ._common import MessagePassingArgs, check_attention_aggr, split_input
 
 
 class TransformerConv(torch.nn.Module):
@@ -30,12 +33,17 @@ class TransformerConv(torch.nn.Module):
         edge_dim: edge feature size (None: no edge features).
         bias: biases of the key/query/value/skip projections.
         root_weight: add ``lin_skip(x_dst)``.
+        **kwargs: PyG's MessagePassing arguments (only ``aggr='add'``).
     """
 
     def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int,
                  heads: int = 1, concat: bool = True, beta: bool = False, dropout: float = 0.0,
-                 edge_dim: Optional[int] = None, bias: bool = True, root_weight: bool = True):
+                 edge_dim: Optional[int] = None, bias: bool = True, root_weight: bool = True,
+                 **kwargs):
         super().__init__()
+        args = MessagePassingArgs("TransformerConv", kwargs, aggr="add", node_dim=0)
+        check_attention_aggr("TransformerConv", args)
+        args.install(self)
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.heads = heads
@@ -72,33 +80,38 @@ class TransformerConv(torch.nn.Module):
                 edge_attr: Optional[Tensor] = None,
                 return_attention_weights: Optional[bool] = None):
         H, C = self.heads, self.out_channels
-        x_src, x_dst = (x, x) if isinstance(x, Tensor) else x
+        x_src, x_dst = split_input(x)
         query = self.lin_query(x_dst).view(-1, H, C)
         key = self.lin_key(x_src).view(-1, H, C)
         value = self.lin_value(x_src).view(-1, H, C)
-        graph = layer_graph("TransformerConv", edge_index, (key.size(0), query.size(0)))
+        adj = structural_adjacency("TransformerConv", edge_index, key.size(0), query.size(0),
+                                   add_loops=False)
+        if edge_attr is None:
+            edge_attr = adj.values
         if edge_attr is not None and self.lin_edge is None:
             raise ValueError("TransformerConv got edge_attr but was built without edge_dim")
-        w_edge = None if self.lin_edge is None else self.lin_edge.weight
+        w_edge = None if self.lin_edge is None else like(self.lin_edge.weight, query)
         if w_edge is not None and edge_attr is None:
             raise ValueError("TransformerConv was built with edge_dim but got no edge_attr")
         # PyG returns alpha whenever return_attention_weights is a bool (False included).
         want_alpha = isinstance(return_attention_weights, bool)
-        result = transformer_attention(graph, query, key, value, edge_attr=edge_attr, w_edge=w_edge,
+        result = transformer_attention(adj.graph, query, like(key, query), like(value, query),
+                                       edge_attr=like(edge_attr, query), w_edge=w_edge,
                                        dropout=self.dropout if self.training else 0.0,
                                        return_alpha=want_alpha)
         out, alpha = result if want_alpha else (result, None)
 
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
         if self.root_weight:
-            x_r = self.lin_skip(x_dst)
+            x_r = like(self.lin_skip(x_dst), out)
             if self.lin_beta is not None:
                 beta = self.lin_beta(torch.cat([out, x_r, out - x_r], dim=-1)).sigmoid()
+                beta = like(beta, out)
                 out = beta * x_r + (1 - beta) * out
             else:
                 out = out + x_r
         if want_alpha:
-            return out, (graph.edge_index, alpha)
+            return with_attention(out, alpha, adj, loops_added=False, returns_input=True)
         return out
 
     def __repr__(self) -> str:

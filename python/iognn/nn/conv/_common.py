@@ -1,0 +1,105 @@
+"""Pieces the message-passing layers share: PyG's MessagePassing keyword arguments, the ``aggr``
+attributes, ``reset`` of user modules and weighted neighbourhood aggregation."""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from ...ops.propagate import propagate
+from .._graph import messages_graph
+from ..aggr import MeanAggregation, SumAggregation, resolve_aggregation
+from ..aggr.base import aggregate_with
+
+# Aggregations PyG runs through message_and_aggregate (its "fused" path) on sparse inputs.
+FUSE_AGGRS = ("add", "sum", "mean", "min", "max")
+
+
+class MessagePassingArgs:
+    """PyG's ``MessagePassing(aggr, *, aggr_kwargs, flow, node_dim, decomposed_layers)`` keyword
+    arguments as the iognn layers take them through ``**kwargs``.
+
+    ``flow='target_to_source'`` and a ``node_dim`` other than the layer's own raise
+    NotImplementedError; ``decomposed_layers`` is accepted and has no effect (it chunks PyG's
+    edge-sized intermediates, which iognn's fused ops do not form).
+    """
+
+    def __init__(self, layer: str, kwargs: Dict[str, Any], aggr: Any = "add", node_dim: int = -2,
+                 fixed_aggr: bool = False):
+        kwargs = dict(kwargs)
+        if fixed_aggr and "aggr" in kwargs:
+            raise TypeError(f"{layer}.__init__() got an unexpected keyword argument 'aggr'")
+        self.aggr = kwargs.pop("aggr", aggr)
+        self.aggr_kwargs = dict(kwargs.pop("aggr_kwargs", None) or {})
+        flow = kwargs.pop("flow", "source_to_target")
+        if flow not in ("source_to_target", "target_to_source"):
+            raise ValueError(f"Expected 'flow' to be either 'source_to_target' or "
+                             f"'target_to_source' (got '{flow}')")
+        if flow != "source_to_target":
+            raise NotImplementedError(f"{layer}: flow='target_to_source' is not supported by "
+                                      f"iognn; pass edge_index.flip(0) instead")
+        if kwargs.pop("node_dim", node_dim) != node_dim:
+            raise NotImplementedError(f"{layer}: only node_dim={node_dim} is supported by iognn")
+        self.decomposed_layers = kwargs.pop("decomposed_layers", 1)
+        if kwargs:
+            raise TypeError(f"{layer}.__init__() got an unexpected keyword argument "
+                            f"'{next(iter(kwargs))}'")
+        self.flow = flow
+        self.node_dim = node_dim
+
+    def install(self, layer: torch.nn.Module) -> None:
+        """Sets PyG's ``aggr`` (its string form), ``aggr_module``, ``flow``, ``node_dim``,
+        ``decomposed_layers`` and ``fuse`` (whether PyG would take its fused path on sparse
+        inputs: a plain name among FUSE_AGGRS)."""
+        aggr = self.aggr
+        if isinstance(aggr, (tuple, list)):
+            layer.aggr = [str(a) for a in aggr]
+        else:
+            layer.aggr = str(aggr)
+        layer.aggr_module = resolve_aggregation(aggr, **self.aggr_kwargs)
+        layer.flow = self.flow
+        layer.node_dim = self.node_dim
+        layer.decomposed_layers = self.decomposed_layers
+        layer.fuse = isinstance(aggr, str) and aggr in FUSE_AGGRS
+
+
+def check_attention_aggr(layer: str, args: MessagePassingArgs) -> None:
+    if args.aggr not in ("add", "sum"):
+        raise NotImplementedError(f"{layer}: iognn's fused attention sums the weighted messages; "
+                                  f"aggr={args.aggr!r} is not supported")
+
+
+def reset_module(module) -> None:
+    """PyG's ``reset``: ``reset_parameters`` of ``module``, else of each child, recursively."""
+    if hasattr(module, "reset_parameters"):
+        module.reset_parameters()
+    elif isinstance(module, torch.nn.Module):
+        for child in module.children():
+            reset_module(child)
+
+
+def aggregate_weighted(aggr_module, graph, x: Tensor, weight: Optional[Tensor] = None) -> Tensor:
+    """``aggr_{j -> i} (w_ji * x_j)`` over the in-edges of every destination.
+
+    ``weight`` (or None: all ones) is per edge in the graph's augmented order. Sum and mean run on
+    ``propagate`` (SpMM, weights in fp32); any other aggregation of weighted messages forms the
+    ``[E, F]`` messages and reduces them over the graph's MessageGraph.
+    """
+    if type(aggr_module) in (SumAggregation, MeanAggregation) and x.dim() == 2:
+        return propagate(graph, x, weight, aggr_module.reduce)
+    if weight is None:
+        return aggregate_with(aggr_module, graph, x)
+    messages = x.index_select(0, graph.col.long())
+    w = graph.csr_edge_values(weight).to(x.dtype)
+    messages = messages * w.view((-1,) + (1,) * (x.dim() - 1))
+    return aggregate_with(aggr_module, messages_graph(graph), messages)
+
+
+def split_input(x) -> Tuple[Tensor, Optional[Tensor]]:
+    """``(x_src, x_dst)`` of a tensor or a pair (x_dst may be None)."""
+    if isinstance(x, Tensor):
+        return x, x
+    if isinstance(x, (tuple, list)) and len(x) == 2:
+        return x[0], x[1]
+    raise TypeError(f"x must be a Tensor or a pair (x_src, x_dst), got {type(x).__name__}")

@@ -1,0 +1,64 @@
+"""``GraphConv``: PyG 2.8's higher-order GNN operator (Morris et al.).
+
+``out_i = lin_rel(aggr_{j -> i} e_ji * x_j) + lin_root(x_i)`` with optional edge weights ``e``
+(sum and mean run on propagate; other aggregations of weighted messages over the MessageGraph).
+A sparse adjacency's values are the weights (torch_sparse.SparseTensor included), as in PyG.
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from .._amp import autocast_input
+from .._graph import node_counts, weighted_adjacency
+from ..linear import Linear
+from ._common import MessagePassingArgs, aggregate_weighted, split_input
+
+
+class GraphConv(torch.nn.Module):
+    """Drop-in for ``torch_geometric.nn.GraphConv``.
+
+    Args:
+        in_channels: an int (or -1, lazy), or ``(source, destination)`` sizes.
+        out_channels: output size.
+        aggr: neighbourhood aggregation (default ``'add'``; any PyG aggregation).
+        bias: bias of ``lin_rel``.
+        **kwargs: PyG's MessagePassing arguments.
+    """
+
+    def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int,
+                 aggr: str = "add", bias: bool = True, **kwargs):
+        super().__init__()
+        MessagePassingArgs("GraphConv", dict(kwargs, aggr=aggr)).install(self)
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        if isinstance(in_channels, int):
+            in_channels = (in_channels, in_channels)
+        self.lin_rel = Linear(in_channels[0], out_channels, bias=bias)
+        self.lin_root = Linear(in_channels[1], out_channels, bias=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        self.aggr_module.reset_parameters()
+        self.lin_rel.reset_parameters()
+        self.lin_root.reset_parameters()
+
+    def forward(self, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], edge_index,
+                edge_weight: Optional[Tensor] = None,
+                size: Optional[Tuple[int, int]] = None) -> Tensor:
+        x_src, x_dst = split_input(x)
+        num_src, num_dst = node_counts(x_src, x_dst, size)
+        adj = weighted_adjacency("GraphConv", edge_index, num_src, num_dst, coalesce=self.fuse,
+                                 use_values=True)
+        if adj.sparse is not None and (self.fuse or edge_weight is None):
+            edge_weight = adj.values  # PyG's fused path ignores edge_weight for sparse inputs
+        out = aggregate_weighted(self.aggr_module, adj.graph, autocast_input(x_src), edge_weight)
+        out = self.lin_rel(out)
+        if x_dst is not None:
+            out = out + self.lin_root(x_dst)
+        return out
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"

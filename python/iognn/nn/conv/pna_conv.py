@@ -1,0 +1,124 @@
+"""``PNAConv``: PyG 2.8's Principal Neighbourhood Aggregation operator (Corso et al.).
+
+Per tower t: messages ``m_ji = pre_nn_t([x_i, x_j(, enc(e_ji))])`` are formed in the graph's CSR
+order (PyG forms the same ``[E, towers, F_in]`` tensor), then every aggregator x scaler
+combination runs on the graph's MessageGraph (all of the aggregators in one fused segment pass,
+degrees from the CSR offsets); ``out = lin(cat_t post_nn_t([x, aggr]))``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Union
+
+import torch
+from torch import Tensor
+
+from .._amp import autocast_input
+from .._graph import messages_graph, structural_adjacency
+from ..aggr import DegreeScalerAggregation
+from ..linear import Linear
+from ._common import MessagePassingArgs, reset_module
+
+
+def _activation(act, act_kwargs: Optional[Dict[str, Any]]) -> torch.nn.Module:
+    from torch_geometric.nn.resolver import activation_resolver  # PyG's names, e.g. 'relu'
+    return activation_resolver(act, **(act_kwargs or {}))
+
+
+class PNAConv(torch.nn.Module):
+    """Drop-in for ``torch_geometric.nn.PNAConv`` (same arguments, parameters and outputs).
+
+    Args:
+        in_channels, out_channels: feature sizes (no lazy initialisation, as in PyG).
+        aggregators: names among sum/mean/min/max/var/std (others run PyG's module).
+        scalers: names among identity/amplification/attenuation/linear/inverse_linear.
+        deg: in-degree histogram of the training graphs.
+        edge_dim: edge feature size (None: no edge features).
+        towers: number of towers (``out_channels`` must be divisible by it).
+        pre_layers, post_layers: layers of the message and update MLPs.
+        divide_input: split the input features over the towers.
+        act, act_kwargs: activation between MLP layers.
+        train_norm: learn the degree normalisers.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, aggregators: List[str],
+                 scalers: List[str], deg: Tensor, edge_dim: Optional[int] = None,
+                 towers: int = 1, pre_layers: int = 1, post_layers: int = 1,
+                 divide_input: bool = False, act: Union[str, Callable, None] = "relu",
+                 act_kwargs: Optional[Dict[str, Any]] = None, train_norm: bool = False,
+                 **kwargs):
+        super().__init__()
+        args = MessagePassingArgs("PNAConv", kwargs, node_dim=0, fixed_aggr=True)
+        args.aggr = DegreeScalerAggregation(aggregators, scalers, deg, train_norm)
+        args.install(self)
+        if in_channels <= 0:
+            raise ValueError("'PNAConv' does not support lazy initialization (in_channels=-1)")
+        if divide_input and in_channels % towers != 0:
+            raise ValueError(f"in_channels ({in_channels}) must be divisible by towers "
+                             f"({towers}) with divide_input=True")
+        if out_channels % towers != 0:
+            raise ValueError(f"out_channels ({out_channels}) must be divisible by towers "
+                             f"({towers})")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.edge_dim = edge_dim
+        self.towers = towers
+        self.divide_input = divide_input
+        self.F_in = in_channels // towers if divide_input else in_channels
+        self.F_out = self.out_channels // towers
+        if self.edge_dim is not None:
+            self.edge_encoder = Linear(edge_dim, self.F_in)
+        self.pre_nns = torch.nn.ModuleList()
+        self.post_nns = torch.nn.ModuleList()
+        for _ in range(towers):
+            modules = [Linear((3 if edge_dim else 2) * self.F_in, self.F_in)]
+            for _ in range(pre_layers - 1):
+                modules += [_activation(act, act_kwargs), Linear(self.F_in, self.F_in)]
+            self.pre_nns.append(torch.nn.Sequential(*modules))
+            post_in = (len(aggregators) * len(scalers) + 1) * self.F_in
+            modules = [Linear(post_in, self.F_out)]
+            for _ in range(post_layers - 1):
+                modules += [_activation(act, act_kwargs), Linear(self.F_out, self.F_out)]
+            self.post_nns.append(torch.nn.Sequential(*modules))
+        self.lin = Linear(out_channels, out_channels)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        self.aggr_module.reset_parameters()
+        if self.edge_dim is not None:
+            self.edge_encoder.reset_parameters()
+        for nn in self.pre_nns:
+            reset_module(nn)
+        for nn in self.post_nns:
+            reset_module(nn)
+        self.lin.reset_parameters()
+
+    def forward(self, x: Tensor, edge_index, edge_attr: Optional[Tensor] = None) -> Tensor:
+        x = autocast_input(x)
+        if self.divide_input:
+            x = x.view(-1, self.towers, self.F_in)
+        else:
+            x = x.view(-1, 1, self.F_in).repeat(1, self.towers, 1)
+        adj = structural_adjacency("PNAConv", edge_index, x.size(0), x.size(0), add_loops=False)
+        graph = adj.graph
+        if edge_attr is None:
+            edge_attr = adj.values
+        x_i = x.index_select(0, graph.csr_dst.long())
+        x_j = x.index_select(0, graph.col.long())
+        if edge_attr is not None:
+            if self.edge_dim is None:
+                raise ValueError("PNAConv got edge_attr but was built without edge_dim")
+            e = self.edge_encoder(graph.csr_edge_values(edge_attr)).to(x_i.dtype)
+            h = torch.cat([x_i, x_j, e.view(-1, 1, self.F_in).expand(-1, self.towers, -1)], -1)
+        elif self.edge_dim is not None:
+            raise ValueError("PNAConv was built with edge_dim but got no edge_attr")
+        else:
+            h = torch.cat([x_i, x_j], dim=-1)
+        messages = torch.stack([nn(h[:, i]) for i, nn in enumerate(self.pre_nns)], dim=1)
+        out = self.aggr_module.aggregate(messages_graph(graph), messages)
+        out = torch.cat([x.to(out.dtype), out], dim=-1)
+        out = torch.cat([nn(out[:, i]) for i, nn in enumerate(self.post_nns)], dim=1)
+        return self.lin(out)
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
+                f"towers={self.towers}, edge_dim={self.edge_dim})")
