@@ -1,0 +1,355 @@
+// The three attention variants as device policies of the shared skeleton (attention_forward.cuh,
+// attention_backward.cuh). Each policy supplies, for the lane's slots of a tile (see
+// attention_common.cuh), the pieces its score, value and gradients are made of:
+//
+//   Dst, load_dst(i, h, g, t, d)        destination-side registers of (i, h), tile t
+//   score_part<kValue>(d, j, e, h, g, t, value, w)
+//                                       the lane's part of the channel sum of the score (0 for
+//                                       GAT), the value slots (when kValue) and w = d s / d dst
+//   finish_score(sum, d, j, e, h, dw)   the score from the group's channel sum; GAT's scalar
+//                                       d s / d a_dst in dw
+//   store_dst_grad(i, h, g, slots, scalar)          pass 1 result (x_dst / query, or a_dst)
+//   Src, load_src(j, h, g, s); src_edge(s, i, e, h, g, ds, alpha~, grad_out, SrcGrad&);
+//   store_src_grad(j, h, g, SrcGrad)                pass 2 (x / x_src / key+value, a_src)
+//   proj_rows(H, C), head_of(k), weight(k, d), store_param(idx, v),
+//   edge_u(i, j, e, k, ds, alpha~, grad_out, att_term)
+//                                       pass 3: per (edge, row k of the edge projection) the
+//                                       gradient u of the projected edge term; parameters in the
+//                                       partial layout [K * De (+ K for att)]
+// Sums follow the host kernels' order where one thread owns them (edge projections over d, the
+// GAT pre-activation); channel sums are the group's butterflies.
+#pragma once
+
+#include "kernels/cuda/attention_common.cuh"
+
+namespace iognn::cuda::attention_detail {
+
+// The source-side gradient of one (source, head, tile): up to two channel arrays and a scalar.
+template <typename acc, int VEC>
+struct SrcGrad {
+  Slots<acc, VEC> a, b;
+  acc s;
+  __device__ void zero() {
+    a.zero();
+    b.zero();
+    s = acc(0);
+  }
+};
+
+template <typename T>
+__device__ __forceinline__ const T* head_row(const NodeRows<T>& r, int64_t n, int64_t h,
+                                             int64_t C) {
+  return r.data + n * r.row_stride + h * C;
+}
+
+// ep = lin_edge(edge_attr[e])[h, tile t] for the lane's slots: W_t is W_e transposed [De, H*C].
+template <typename T, int VEC>
+__device__ __forceinline__ void project_edge(const EdgeRows<T>& edge, const T* w_t, int64_t HC,
+                                             int64_t e, int64_t h, int64_t C, const GroupLane& g,
+                                             int t, Slots<acc_t<T>, VEC>& ep) {
+  using acc = acc_t<T>;
+  using S = Slots<acc, VEC>;
+  ep.zero();
+  const T* x = edge.data + e * edge.row_stride;
+  for (int64_t d = 0; d < edge.dim; ++d) {
+    const acc xd = ld(x + d);
+    const T* w = w_t + d * HC + h * C;
+#pragma unroll
+    for (int k = 0; k < S::kN; ++k) {
+      if (!g.valid(t, k)) continue;
+      acc wv[VEC];
+      load_vec<T, VEC>(w + g.vidx(t, k) * VEC, wv);
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) ep.v[k][v] += wv[v] * xd;
+    }
+  }
+}
+
+// One element of the same projection (pass 3): sum_d W_t[d, k] edge_attr[e, d].
+template <typename T>
+__device__ __forceinline__ acc_t<T> project_edge_at(const EdgeRows<T>& edge, const T* w_t,
+                                                    int64_t HC, int64_t e, int64_t k) {
+  acc_t<T> ep = 0;
+  const T* x = edge.data + e * edge.row_stride;
+  for (int64_t d = 0; d < edge.dim; ++d) ep += ld(w_t + d * HC + k) * ld(x + d);
+  return ep;
+}
+
+// ---- GAT -------------------------------------------------------------------------------------
+template <typename T, int VEC>
+struct GatPolicy {
+  using value_type = T;
+  using acc = acc_t<T>;
+  using S = Slots<acc, VEC>;
+  static constexpr int kVec = VEC;
+  static constexpr bool kChannelScore = false;
+  static constexpr bool kAlphaAfterDropout = true;
+  static constexpr bool kSrcB = false;  // source gradient: x (a) and a_src (s)
+  static constexpr bool kSrcS = true;
+  static constexpr bool kAttGrad = false;
+
+  GatInputs<T> in;
+  GatGrads<T> grads;
+  int64_t H, C;
+  acc slope;
+
+  __host__ __device__ static int64_t proj_rows(int64_t H, int64_t) { return H; }
+
+  __device__ acc edge_term(int64_t e, int64_t h) const {
+    acc s = 0;
+    const T* x = in.edge_attr.data + e * in.edge_attr.row_stride;
+    for (int64_t d = 0; d < in.edge_attr.dim; ++d) s += ld(x + d) * ld(in.w_edge + d * H + h);
+    return s;
+  }
+  // The leaky_relu input, summed in the host kernel's order.
+  __device__ acc pre(int64_t i, int64_t j, int64_t e, int64_t h) const {
+    acc p = ld(in.a_src.data + j * in.a_src.row_stride + h);
+    if (in.a_dst.data) p += ld(in.a_dst.data + i * in.a_dst.row_stride + h);
+    if (in.edge_attr.data) p += edge_term(e, h);
+    return p;
+  }
+
+  struct Dst {
+    int64_t i;
+  };
+  __device__ void load_dst(int64_t i, int64_t, const GroupLane&, int, Dst& d) const { d.i = i; }
+
+  template <bool kValue>
+  __device__ acc score_part(const Dst&, int64_t j, int64_t, int64_t h, const GroupLane& g, int t,
+                            S& value, S& w) const {
+    if (kValue) load_slots(head_row(in.x, j, h, C), g, t, value);
+    w.zero();
+    return acc(0);
+  }
+  __device__ acc finish_score(acc, const Dst& d, int64_t j, int64_t e, int64_t h,
+                              acc& dw) const {
+    const acc p = pre(d.i, j, e, h);
+    dw = leaky_relu_grad(p, slope);
+    return leaky_relu(p, slope);
+  }
+  __device__ void store_dst_grad(int64_t i, int64_t h, const GroupLane& g, const S&,
+                                 acc scalar) const {
+    if (grads.a_dst && g.gl == 0 && g.tile == 0) st(grads.a_dst + i * H + h, scalar);
+  }
+
+  struct Src {
+    int64_t j;
+  };
+  __device__ void load_src(int64_t j, int64_t, const GroupLane&, Src& s) const { s.j = j; }
+  __device__ void src_edge(const Src& s, int64_t i, int64_t e, int64_t h, const GroupLane& g,
+                           acc ds, acc at, const T* grad_out, SrcGrad<acc, VEC>& out) const {
+    S gi;
+    load_slots(grad_out + (i * H + h) * C, g, g.tile, gi);
+    add_scaled(out.a, gi, at);
+    if (g.tile == 0) out.s += ds * leaky_relu_grad(pre(i, s.j, e, h), slope);
+  }
+  __device__ void store_src_grad(int64_t j, int64_t h, const GroupLane& g,
+                                 const SrcGrad<acc, VEC>& s) const {
+    store_slots(grads.x + (j * H + h) * C, g, g.tile, s.a);
+    if (g.gl == 0 && g.tile == 0) st(grads.a_src + j * H + h, s.s);
+  }
+
+  // Pass 3: rows k = heads of w_edge [De, H]; u = d loss / d pre.
+  __device__ int64_t head_of(int64_t k) const { return k; }
+  __device__ acc weight(int64_t k, int64_t d) const { return ld(in.w_edge + d * H + k); }
+  __device__ acc edge_u(int64_t i, int64_t j, int64_t e, int64_t k, acc ds, acc, const T*,
+                        acc&) const {
+    return ds * leaky_relu_grad(pre(i, j, e, k), slope);
+  }
+  __device__ void store_param(int64_t idx, acc v) const {
+    const int64_t De = in.edge_attr.dim;
+    st(grads.w_edge + (idx % De) * H + idx / De, v);
+  }
+};
+
+// ---- GATv2 -----------------------------------------------------------------------------------
+template <typename T, int VEC>
+struct GatV2Policy {
+  using value_type = T;
+  using acc = acc_t<T>;
+  using S = Slots<acc, VEC>;
+  static constexpr int kVec = VEC;
+  static constexpr bool kChannelScore = true;
+  static constexpr bool kAlphaAfterDropout = true;
+  static constexpr bool kSrcB = false;  // source gradient: x_src (a)
+  static constexpr bool kSrcS = false;
+  static constexpr bool kAttGrad = true;
+
+  GatV2Inputs<T> in;
+  GatV2Grads<T> grads;
+  const T* w_t;  // W_e transposed [De, H*C] (workspace), with edge_attr
+  int64_t H, C;
+  acc slope;
+
+  __host__ __device__ static int64_t proj_rows(int64_t H, int64_t C) { return H * C; }
+
+  struct Dst {
+    S xd, att;
+  };
+  __device__ void load_dst(int64_t i, int64_t h, const GroupLane& g, int t, Dst& d) const {
+    load_slots(head_row(in.x_dst, i, h, C), g, t, d.xd);
+    load_slots(in.att + h * C, g, t, d.att);
+  }
+
+  template <bool kValue>
+  __device__ acc score_part(const Dst& d, int64_t j, int64_t e, int64_t h, const GroupLane& g,
+                            int t, S& value, S& w) const {
+    load_slots(head_row(in.x_src, j, h, C), g, t, value);
+    S ep;
+    if (in.edge_attr.data) project_edge(in.edge_attr, w_t, H * C, e, h, C, g, t, ep);
+    acc s = 0;
+#pragma unroll
+    for (int k = 0; k < S::kN; ++k)
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) {
+        acc z = d.xd.v[k][v] + value.v[k][v];  // PyG's order: (x_i + x_j) + ep
+        if (in.edge_attr.data) z += ep.v[k][v];
+        s += d.att.v[k][v] * leaky_relu(z, slope);
+        w.v[k][v] = d.att.v[k][v] * leaky_relu_grad(z, slope);
+      }
+    return s;
+  }
+  __device__ acc finish_score(acc sum, const Dst&, int64_t, int64_t, int64_t, acc& dw) const {
+    dw = acc(0);
+    return sum;
+  }
+  __device__ void store_dst_grad(int64_t i, int64_t h, const GroupLane& g, const S& slots,
+                                 acc) const {
+    store_slots(grads.x_dst + (i * H + h) * C, g, g.tile, slots);
+  }
+
+  struct Src {
+    S xs, att;
+  };
+  __device__ void load_src(int64_t j, int64_t h, const GroupLane& g, Src& s) const {
+    load_slots(head_row(in.x_src, j, h, C), g, g.tile, s.xs);
+    load_slots(in.att + h * C, g, g.tile, s.att);
+  }
+  __device__ void src_edge(const Src& s, int64_t i, int64_t e, int64_t h, const GroupLane& g,
+                           acc ds, acc at, const T* grad_out, SrcGrad<acc, VEC>& out) const {
+    S gi, xd, ep;
+    load_slots(grad_out + (i * H + h) * C, g, g.tile, gi);
+    load_slots(head_row(in.x_dst, i, h, C), g, g.tile, xd);
+    if (in.edge_attr.data) project_edge(in.edge_attr, w_t, H * C, e, h, C, g, g.tile, ep);
+#pragma unroll
+    for (int k = 0; k < S::kN; ++k)
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) {
+        acc z = xd.v[k][v] + s.xs.v[k][v];
+        if (in.edge_attr.data) z += ep.v[k][v];
+        out.a.v[k][v] += at * gi.v[k][v] + ds * (s.att.v[k][v] * leaky_relu_grad(z, slope));
+      }
+  }
+  __device__ void store_src_grad(int64_t j, int64_t h, const GroupLane& g,
+                                 const SrcGrad<acc, VEC>& s) const {
+    store_slots(grads.x_src + (j * H + h) * C, g, g.tile, s.a);
+  }
+
+  // Pass 3: rows k = h * C + c of W_e [H*C, De]; u = d loss / d ep[k]; att_term = d loss / d att.
+  __device__ int64_t head_of(int64_t k) const { return k / C; }
+  __device__ acc weight(int64_t k, int64_t d) const {
+    return ld(in.w_edge + k * in.edge_attr.dim + d);
+  }
+  __device__ acc edge_u(int64_t i, int64_t j, int64_t e, int64_t k, acc ds, acc, const T*,
+                        acc& att_term) const {
+    acc z = ld(in.x_dst.data + i * in.x_dst.row_stride + k) +
+            ld(in.x_src.data + j * in.x_src.row_stride + k);
+    if (in.edge_attr.data) z += project_edge_at(in.edge_attr, w_t, H * C, e, k);
+    att_term = ds * leaky_relu(z, slope);
+    return ds * (ld(in.att + k) * leaky_relu_grad(z, slope));
+  }
+  __device__ void store_param(int64_t idx, acc v) const {
+    const int64_t weights = H * C * in.edge_attr.dim;
+    if (idx < weights) st(grads.w_edge + idx, v); else st(grads.att + (idx - weights), v);
+  }
+};
+
+// ---- Graph Transformer -----------------------------------------------------------------------
+template <typename T, int VEC>
+struct TransformerPolicy {
+  using value_type = T;
+  using acc = acc_t<T>;
+  using S = Slots<acc, VEC>;
+  static constexpr int kVec = VEC;
+  static constexpr bool kChannelScore = true;
+  static constexpr bool kAlphaAfterDropout = false;
+  static constexpr bool kSrcB = true;  // source gradient: key (a) and value (b)
+  static constexpr bool kSrcS = false;
+  static constexpr bool kAttGrad = false;
+
+  TransformerInputs<T> in;
+  TransformerGrads<T> grads;
+  const T* w_t;  // W_e transposed [De, H*C] (workspace), with edge_attr
+  int64_t H, C;
+  acc scale;
+
+  __host__ __device__ static int64_t proj_rows(int64_t H, int64_t C) { return H * C; }
+
+  struct Dst {
+    S q;
+  };
+  __device__ void load_dst(int64_t i, int64_t h, const GroupLane& g, int t, Dst& d) const {
+    load_slots(head_row(in.query, i, h, C), g, t, d.q);
+  }
+
+  template <bool kValue>
+  __device__ acc score_part(const Dst& d, int64_t j, int64_t e, int64_t h, const GroupLane& g,
+                            int t, S& value, S& w) const {
+    S key, ep;
+    load_slots(head_row(in.key, j, h, C), g, t, key);
+    if (in.edge_attr.data) project_edge(in.edge_attr, w_t, H * C, e, h, C, g, t, ep);
+    if (kValue) load_slots(head_row(in.value, j, h, C), g, t, value);
+    acc s = 0;
+#pragma unroll
+    for (int k = 0; k < S::kN; ++k)
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) {
+        acc kk = key.v[k][v];
+        if (in.edge_attr.data) {
+          kk += ep.v[k][v];
+          if (kValue) value.v[k][v] += ep.v[k][v];
+        }
+        s += d.q.v[k][v] * kk;
+        w.v[k][v] = scale * kk;
+      }
+    return s;
+  }
+  __device__ acc finish_score(acc sum, const Dst&, int64_t, int64_t, int64_t, acc& dw) const {
+    dw = acc(0);
+    return sum * scale;
+  }
+  __device__ void store_dst_grad(int64_t i, int64_t h, const GroupLane& g, const S& slots,
+                                 acc) const {
+    store_slots(grads.query + (i * H + h) * C, g, g.tile, slots);
+  }
+
+  struct Src {};
+  __device__ void load_src(int64_t, int64_t, const GroupLane&, Src&) const {}
+  __device__ void src_edge(const Src&, int64_t i, int64_t, int64_t h, const GroupLane& g, acc ds,
+                           acc at, const T* grad_out, SrcGrad<acc, VEC>& out) const {
+    S qi, gi;
+    load_slots(head_row(in.query, i, h, C), g, g.tile, qi);
+    load_slots(grad_out + (i * H + h) * C, g, g.tile, gi);
+    add_scaled(out.a, qi, ds * scale);
+    add_scaled(out.b, gi, at);
+  }
+  __device__ void store_src_grad(int64_t j, int64_t h, const GroupLane& g,
+                                 const SrcGrad<acc, VEC>& s) const {
+    store_slots(grads.key + (j * H + h) * C, g, g.tile, s.a);
+    store_slots(grads.value + (j * H + h) * C, g, g.tile, s.b);
+  }
+
+  // Pass 3: rows k = h * C + c of W_e; ep enters the key (through the score) and the value.
+  __device__ int64_t head_of(int64_t k) const { return k / C; }
+  __device__ acc weight(int64_t k, int64_t d) const {
+    return ld(in.w_edge + k * in.edge_attr.dim + d);
+  }
+  __device__ acc edge_u(int64_t i, int64_t, int64_t, int64_t k, acc ds, acc at,
+                        const T* grad_out, acc&) const {
+    return ds * scale * ld(in.query.data + i * in.query.row_stride + k) +
+           at * ld(grad_out + i * H * C + k);
+  }
+  __device__ void store_param(int64_t idx, acc v) const { st(grads.w_edge + idx, v); }
+};
+
+}  // namespace iognn::cuda::attention_detail
