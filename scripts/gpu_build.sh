@@ -14,7 +14,10 @@ if [ -x "$cxx" ]; then
   compiler=(-DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CUDA_HOST_COMPILER="$cxx")
   unset CXX CC CUDAHOSTCXX
 fi
-cmake -S . -B "${1:-build/gpu}" -G Ninja -DIOGNN_BUILD_PYTHON=ON "${compiler[@]}" \
+# The C++ tests join the same build (one compile of the CUDA core) when GoogleTest is installed.
+tests=OFF
+if [ -f /usr/include/gtest/gtest.h ] || [ -d /usr/lib/cmake/GTest ]; then tests=ON; fi
+cmake -S . -B "${1:-build/gpu}" -G Ninja -DIOGNN_BUILD_PYTHON=ON -DIOGNN_BUILD_TESTS=$tests "${compiler[@]}" \
   -DPython_EXECUTABLE="$(command -v "${PYTHON:-python3}")" \
   -DIOGNN_PYTHON_OUTPUT_DIR="$PWD/python/iognn" -DIOGNN_WITH_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES="${archs//./}" >/dev/null

@@ -5,7 +5,8 @@
 # Needs only what such a machine already has: PyTorch (CUDA 13 build), PyG 2.8, nvcc, cmake, ninja.
 # No network and no pip installs. Real graphs are read from $IOGNN_DATA (default ./.data when present).
 # Environment: IOGNN_BENCH_SUITE (default full), IOGNN_SKIP_BENCH=1, IOGNN_SKIP_SANITIZER=1,
-# TORCH_CUDA_ARCH_LIST (default 9.0), PYTHON (default python3).
+# IOGNN_SKIP_CUSPARSE=1, TORCH_CUDA_ARCH_LIST (default 9.0), PYTHON (default python3), IOGNN_PYTEST_SELECT (test files or
+# node ids for the CUDA pytest step; default tests/python, i.e. all).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-${IOGNN_GPU_OUT:-gpu-out}}
@@ -38,23 +39,19 @@ step() {  # step NAME LOGFILE COMMAND...: runs COMMAND, records status and time,
 } >"$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 
-JOBS=$(nproc)
 step build build.log scripts/gpu_build.sh build/gpu
 
 if [ -f /usr/include/gtest/gtest.h ] || [ -d /usr/lib/cmake/GTest ]; then
-  step cpp-tests cpp-tests.log bash -c "
-    cmake -S . -B build/gpu-cpp -G Ninja -DIOGNN_BUILD_TESTS=ON -DIOGNN_WITH_CUDA=ON \
-          -DCMAKE_CXX_COMPILER=\${IOGNN_CXX:-/usr/bin/g++} -DCMAKE_CUDA_HOST_COMPILER=\${IOGNN_CXX:-/usr/bin/g++} &&
-    cmake --build build/gpu-cpp -j $JOBS && cd build/gpu-cpp && ctest --output-on-failure"
+  step cpp-tests cpp-tests.log bash -c "cd build/gpu && ctest --output-on-failure"
 else
   STATUS[cpp-tests]="not run (no GoogleTest on this machine)"; TIME[cpp-tests]=0
 fi
 
 step pytest-cuda pytest-cuda.log $PY -m pytest -q -m "cuda and not cusparse" -p no:cacheprovider \
-  tests/python --junitxml="$OUT/pytest-cuda.xml"
+  ${IOGNN_PYTEST_SELECT:-tests/python} --junitxml="$OUT/pytest-cuda.xml"
 # The opt-in cuSPARSE propagate path in a process of its own: a sticky CUDA error there must not
 # fail the tests above.
-step pytest-cusparse pytest-cusparse.log $PY -m pytest -q -m "cuda and cusparse" -p no:cacheprovider \
+[ "${IOGNN_SKIP_CUSPARSE:-0}" != 1 ] && step pytest-cusparse pytest-cusparse.log $PY -m pytest -q -m "cuda and cusparse" -p no:cacheprovider \
   tests/python
 
 if [ "${IOGNN_SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; then

@@ -72,7 +72,7 @@ def assert_matches(got, exp, rtol, atol):
         assert a.is_cuda and a.shape == b.shape, k
         a, b = a.detach().cpu().double(), b.detach().double()
         scale = max(1.0, float(b.abs().max())) if b.numel() else 1.0
-        torch.testing.assert_close(a, b, rtol=rtol, atol=atol * scale, msg=f"result {k}")
+        torch.testing.assert_close(a, b, rtol=rtol, atol=atol * scale, msg=lambda m, k=k: f"result {k}: {m}")
 
 
 FP64_TOL = (1e-8, 1e-10)  # the same fp64 math summed in another order

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import iognn
-import iognn.ops.propagate as P  # noqa: F401  (registers the fake kernels and autograd)
+from iognn.ops import propagate  # the autograd wrapper (registers fake kernels and autograd)
 from conftest import GRAPH_CASES, sizes, tolerance
 
 ops = torch.ops.iognn
@@ -194,11 +194,11 @@ def test_gradients_through_the_wrapper(reduce, backend):
     x = torch.randn(8, 3, dtype=torch.float64, generator=gen)
     w = torch.rand(g.num_edges, dtype=torch.float64, generator=gen)
     xc, wc = x.cuda().requires_grad_(), w.cuda().requires_grad_()
-    assert torch.autograd.gradcheck(lambda a, b: P.propagate(gc, a, b, reduce), (xc, wc))
+    assert torch.autograd.gradcheck(lambda a, b: propagate(gc, a, b, reduce), (xc, wc))
     xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
     grad = torch.randn(8, 3, dtype=torch.float64, generator=gen)
-    got = torch.autograd.grad(P.propagate(gc, xc, wc, reduce), (xc, wc), grad.cuda())
-    exp = torch.autograd.grad(P.propagate(g, xr, wr, reduce), (xr, wr), grad)
+    got = torch.autograd.grad(propagate(gc, xc, wc, reduce), (xc, wc), grad.cuda())
+    exp = torch.autograd.grad(propagate(g, xr, wr, reduce), (xr, wr), grad)
     for a, b in zip(got, exp):
         torch.testing.assert_close(a.cpu(), b)
 
@@ -281,7 +281,7 @@ def test_bad_backend_variable_is_a_value_error(monkeypatch):
     gc = iognn.Graph(torch.tensor([[0, 1], [1, 0]]), 2).to("cuda")
     force(monkeypatch, "fastest")
     with pytest.raises(ValueError, match=ENV):
-        P.propagate(gc, torch.randn(2, 3, device="cuda"))
+        propagate(gc, torch.randn(2, 3, device="cuda"))
 
 
 @pytest.mark.cuda
@@ -356,7 +356,7 @@ def test_mixed_devices_raise_value_errors():
     with pytest.raises(ValueError, match="x has 4 rows"):
         ops.propagate(gc.rowptr, gc.col, gc.colptr, gc.row, gc.csc2csr, None,
                       torch.randn(4, 4, device="cuda"), "sum")
-    assert P.propagate(gc, x).shape == (3, 4)  # the process stays usable
+    assert propagate(gc, x).shape == (3, 4)  # the process stays usable
 
 
 # ---- compute-sanitizer subset (own kernels: light rows, heavy rows, merge) ------------------
