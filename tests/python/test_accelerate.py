@@ -83,9 +83,9 @@ def test_accelerated_model_trains_to_the_same_result():
     torch.manual_seed(1)
     model = Mixed()
     reference = copy.deepcopy(model)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)  # built before: still valid after
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01, eps=1e-4)  # built before: still valid after
     iognn.accelerate(model)
-    ref_optimizer = torch.optim.Adam(reference.parameters(), lr=0.01)
+    ref_optimizer = torch.optim.Adam(reference.parameters(), lr=0.01, eps=1e-4)
     x, edge_index, edge_attr, batch = data(1)
     y = torch.tensor([0, 1, 2, 1])
     losses = {}
@@ -98,10 +98,12 @@ def test_accelerated_model_trains_to_the_same_result():
             loss.backward()
             opt.step()
             losses[name].append(float(loss))
+    # Adam's eps is raised from 1e-8: Adam normalises each step, so on parameters whose true
+    # gradient is zero (TransformerConv's key bias: softmax ignores it) a tiny eps turns rounding
+    # noise into full-size steps that differ between any two summation orders.
+    assert losses["pyg"][-1] < 0.5 * losses["pyg"][0]  # it did train
     torch.testing.assert_close(losses["iognn"], losses["pyg"], rtol=2e-3, atol=2e-4)
-    # Trained predictions agree. (Parameters are not compared one by one: TransformerConv's key
-    # bias has a zero true gradient - softmax ignores it - so Adam turns rounding noise into
-    # different steps that never reach the output.)
+    # Trained predictions agree.
     model.eval()
     reference.eval()
     torch.testing.assert_close(model(x, edge_index, edge_attr, batch),

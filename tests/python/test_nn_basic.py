@@ -55,7 +55,7 @@ def case_tolerance(case):
 
 def assert_parity(ours, theirs, run, inputs, extra=(), unused_rows=None, tol=(RTOL, ATOL)):
     """Same output, and the same gradient for every input / extra tensor / parameter (within
-    ``tol = (rtol, atol)``).
+    ``tol = (rtol, atol)``, atol relative to the gradient's largest magnitude when above 1).
 
     ``unused_rows`` maps an extra tensor's position to a mask of rows the output does not depend
     on: there iognn's gradient must be 0 (PyG's may not be, see test_gcn_matches_pyg).
@@ -84,7 +84,11 @@ def assert_parity(ours, theirs, run, inputs, extra=(), unused_rows=None, tol=(RT
         if unused is not None:
             assert torch.all(a[unused] == 0), f"{label}: gradient of unused rows"
             a, b = a[~unused], b[~unused]
-        torch.testing.assert_close(a, b, rtol=rtol, atol=atol, msg=lambda m: f"{label}: {m}")
+        # Gradients summed over many nodes / edges grow with the graph, and so does the rounding
+        # of a different (equally exact) summation order: atol scales with the tensor's magnitude.
+        scale = max(1.0, float(b.abs().max())) if b.numel() else 1.0
+        torch.testing.assert_close(a, b, rtol=rtol, atol=atol * scale,
+                                   msg=lambda m: f"{label}: {m}")
 
 
 def shadowed_self_loops(edge_index):

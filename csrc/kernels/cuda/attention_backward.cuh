@@ -12,9 +12,14 @@
 //   sum_p ds_p w_p (w = d s / d dst), all in the same single pass.
 // Pass 2 (sources over the transposed CSR colptr / row / csc2csr; heavy sources chunked): the
 //   source gradients from ds_p = alpha_p (da_p - D_i) and alpha~_p: a gather, no atomics.
-// Pass 3 (only with edge features, or GATv2's att): per-edge gradients of edge_attr (one warp per
-//   edge, sums over the projection rows in order) and the parameter gradients as per-chunk
-//   partial sums over fixed CSR position chunks, then a fixed-order sum over the chunks.
+//   GATv2's att gradient sum_p ds_p LeakyReLU(z_p) is summed here too, from the z_p pass 2 forms
+//   anyway (no extra traffic), when every block's groups hold fixed heads (att_plan_for): each
+//   block folds its groups in group order into one [H, C] partial, and the partials are summed
+//   over fixed block ranges, then over the ranges (att_column_kernel, param_reduce_kernel).
+// Pass 3 (only with edge features, or GATv2's att outside that case): per-edge gradients of
+//   edge_attr (one warp per edge, sums over the projection rows in order) and the parameter
+//   gradients as per-chunk partial sums over fixed CSR position chunks, then a fixed-order sum
+//   over the chunks.
 #pragma once
 
 #include "kernels/cuda/attention_scores.cuh"
@@ -26,6 +31,19 @@ constexpr int kUChunk = 256;       // pass 3a: projection rows staged in shared 
 constexpr int kParamD = 8;         // pass 3b: edge features per thread
 constexpr int64_t kParamEdgesPerChunk = 4096;
 constexpr int64_t kParamMaxChunks = 512;
+constexpr int64_t kAttMaxRanges = 512;  // block ranges of the pass 2 att partial sums
+
+// GATv2's att gradient in pass 2: the number of src_rows_kernel blocks whose [H, C] partials are
+// kept, or 0 when the blocks' groups do not hold fixed heads (groups per block not a multiple of
+// H * tiles): pass 3 then sums the att term itself.
+inline int64_t att_blocks_for(const Geometry& geo, int64_t num_src, int64_t H) {
+  const int64_t per_block = kThreads / geo.group, head_tiles = H * geo.tiles;
+  if (head_tiles == 0 || per_block % head_tiles != 0) return 0;
+  return (num_src * head_tiles + per_block - 1) / per_block;
+}
+inline int64_t att_ranges_for(int64_t blocks) {
+  return std::max<int64_t>(1, std::min(blocks, kAttMaxRanges));
+}
 
 // Number of fixed CSR position chunks of the parameter reduction (depends on E' only).
 inline int64_t param_chunks_for(int64_t num_edges) {
@@ -52,6 +70,7 @@ struct BackwardArgs {
   acc* partial;         // heavy chunk partials [max_chunks, H, width]
   acc* params;          // pass 3 partials [param_chunks, P]
   int64_t param_chunks;
+  acc* att_partial;     // GATv2 in pass 2: [src_rows_kernel blocks, H * C], else null
 };
 
 // Widths of the per-chunk partials of pass 1 ([D, A, M, S, X]) and pass 2 (source gradient).
@@ -61,7 +80,7 @@ __host__ __device__ int64_t dst_width(int64_t C) {
 }
 template <class V>
 __host__ __device__ int64_t src_width(int64_t C) {
-  return C * (V::kSrcB ? 2 : 1) + (V::kSrcS ? 1 : 0);
+  return C * (V::kSrcB || V::kAttGrad ? 2 : 1) + (V::kSrcS ? 1 : 0);
 }
 // Pass 3 parameter partial count: W [K * De] (+ att [K] for GATv2).
 template <class V>
@@ -321,8 +340,36 @@ __global__ void __launch_bounds__(kThreads, min_blocks<typename V::acc>())
   src_range(a, g, j, h, qb, qe, grad);
   typename V::acc* slot = a.partial + (c * H + h) * src_width<V>(C);
   store_partial(slot, g, grad.a);
-  if (V::kSrcB) store_partial(slot + C, g, grad.b);
+  if (V::kSrcB || V::kAttGrad) store_partial(slot + C, g, grad.b);
   if (V::kSrcS && g.gl == 0 && g.tile == 0) slot[src_width<V>(C) - 1] = grad.s;
+}
+
+// The block's [H, C] partial of GATv2's att gradient: the lanes' att slots (grad.b) staged in
+// shared memory, then entry (h, c) sums the groups holding head h and c's tile in group order.
+// Every thread of the block calls it (it synchronises); inactive groups stage zeros.
+template <class V, typename index_t>
+__device__ void store_att_partial(const BackwardArgs<V, index_t>& a, const GroupLane& g,
+                                  bool active, const typename V::S& att) {
+  using acc = typename V::acc;
+  constexpr int kVec = V::kVec, kN = V::S::kN;
+  __shared__ acc staged[kThreads][kLaneChannels];
+#pragma unroll
+  for (int k = 0; k < kN; ++k)
+#pragma unroll
+    for (int x = 0; x < kVec; ++x)
+      staged[threadIdx.x][k * kVec + x] = active && g.valid(g.tile, k) ? att.v[k][x] : acc(0);
+  __syncthreads();
+  const int64_t H = a.cfg.heads, C = a.cfg.channels, HC = H * C;
+  const int per_block = kThreads / g.G, head_tiles = int(H) * g.ntiles;
+  for (int64_t idx = threadIdx.x; idx < HC; idx += kThreads) {
+    const int64_t h = idx / C, c = idx % C, n = c / kVec;
+    const int t = int(n / (int64_t(g.slots) * g.G)), r = int(n % (int64_t(g.slots) * g.G));
+    const int k = r / g.G, gl = r % g.G, x = int(c % kVec);
+    acc sum = 0;
+    for (int grp = int(h) * g.ntiles + t; grp < per_block; grp += head_tiles)
+      sum += staged[grp * g.G + gl][k * kVec + x];
+    a.att_partial[int64_t(blockIdx.x) * HC + idx] = sum;
+  }
 }
 
 template <class V, typename index_t>
@@ -332,35 +379,56 @@ __global__ void __launch_bounds__(kThreads, min_blocks<typename V::acc>())
   int64_t item;
   GroupLane g = group_lane(a.geo, item);
   const int64_t H = a.cfg.heads, C = a.cfg.channels;
-  if (item >= a.graph.num_src * H * g.ntiles) return;
+  const bool active = item < a.graph.num_src * H * g.ntiles;
+  const bool att_here = V::kAttGrad && a.att_partial != nullptr;
+  if (!active && !att_here) return;
   g.tile = int(item % g.ntiles);
   const int64_t h = (item / g.ntiles) % H, j = item / (g.ntiles * H);
-  const int64_t qb = a.graph.colptr[j], qe = a.graph.colptr[j + 1];
   SrcGrad<acc, V::kVec> grad;
   grad.zero();
-  if (a.src_plan.heavy(qe - qb)) {  // sum the chunks' partials in chunk order
-    const int64_t width = src_width<V>(C), c_end = a.src_plan.chunk_ptr[j + 1];
-    for (int64_t c0 = a.src_plan.chunk_ptr[j]; c0 < c_end; c0 += kMergeBatch) {
-      SrcGrad<acc, V::kVec> part[kMergeBatch];
+  if (active) {
+    const int64_t qb = a.graph.colptr[j], qe = a.graph.colptr[j + 1];
+    if (a.src_plan.heavy(qe - qb)) {  // sum the chunks' partials in chunk order
+      constexpr bool kB = V::kSrcB || V::kAttGrad;
+      const int64_t width = src_width<V>(C), c_end = a.src_plan.chunk_ptr[j + 1];
+      for (int64_t c0 = a.src_plan.chunk_ptr[j]; c0 < c_end; c0 += kMergeBatch) {
+        SrcGrad<acc, V::kVec> part[kMergeBatch];
 #pragma unroll
-      for (int u = 0; u < kMergeBatch; ++u) {
-        const acc* slot = a.partial + (min(c0 + u, c_end - 1) * H + h) * width;
-        load_partial(slot, g, part[u].a);
-        if (V::kSrcB) load_partial(slot + C, g, part[u].b);
-        part[u].s = V::kSrcS ? slot[width - 1] : acc(0);
-      }
+        for (int u = 0; u < kMergeBatch; ++u) {
+          const acc* slot = a.partial + (min(c0 + u, c_end - 1) * H + h) * width;
+          load_partial(slot, g, part[u].a);
+          if (kB) load_partial(slot + C, g, part[u].b);
+          part[u].s = V::kSrcS ? slot[width - 1] : acc(0);
+        }
 #pragma unroll
-      for (int u = 0; u < kMergeBatch; ++u) {
-        if (c0 + u >= c_end) continue;
-        add_scaled(grad.a, part[u].a, acc(1));
-        if (V::kSrcB) add_scaled(grad.b, part[u].b, acc(1));
-        if (V::kSrcS) grad.s += part[u].s;
+        for (int u = 0; u < kMergeBatch; ++u) {
+          if (c0 + u >= c_end) continue;
+          add_scaled(grad.a, part[u].a, acc(1));
+          if (kB) add_scaled(grad.b, part[u].b, acc(1));
+          if (V::kSrcS) grad.s += part[u].s;
+        }
       }
+    } else {
+      src_range(a, g, j, h, qb, qe, grad);
     }
-  } else {
-    src_range(a, g, j, h, qb, qe, grad);
+    a.v.store_src_grad(j, h, g, grad);
   }
-  a.v.store_src_grad(j, h, g, grad);
+  if constexpr (V::kAttGrad)
+    if (att_here) store_att_partial(a, g, active, grad.b);
+}
+
+// Pass 2's att partials [blocks, HC] summed over kAttMaxRanges fixed block ranges, in block order:
+// out[range, idx] (the ranges are then summed in order by param_reduce_kernel).
+template <typename acc>
+__global__ void __launch_bounds__(kThreads) att_column_kernel(const acc* partial, int64_t blocks,
+                                                              int64_t HC, int64_t ranges,
+                                                              acc* out) {
+  const int64_t idx = int64_t(blockIdx.y) * kThreads + threadIdx.x;
+  if (idx >= HC) return;
+  const int64_t r = blockIdx.x, lo = blocks * r / ranges, hi = blocks * (r + 1) / ranges;
+  acc sum = 0;
+  for (int64_t b = lo; b < hi; ++b) sum += partial[b * HC + idx];
+  out[r * HC + idx] = sum;
 }
 
 // ---- pass 3 ----------------------------------------------------------------------------------
@@ -417,12 +485,13 @@ __global__ void __launch_bounds__(kThreads) param_partials_kernel(
     const BackwardArgs<V, index_t> a, int lanes_k, int64_t edge_dim) {
   using acc = typename V::acc;
   __shared__ acc sums[kThreads][kParamD + 1];
+  // att's term: here unless pass 2 summed it (a.att_partial).
   const int lanes_e = kThreads / lanes_k;
   const int kl = int(threadIdx.x) % lanes_k, el = int(threadIdx.x) / lanes_k;
   const int64_t K = V::proj_rows(a.cfg.heads, a.cfg.channels), E = a.graph.num_edges;
   const int64_t k = int64_t(blockIdx.y) * lanes_k + kl;
   const int64_t d0 = int64_t(blockIdx.z) * kParamD;
-  const bool with_att = V::kAttGrad && blockIdx.z == 0;
+  const bool with_att = V::kAttGrad && a.att_partial == nullptr && blockIdx.z == 0;
   const int64_t lo = E * blockIdx.x / a.param_chunks, hi = E * (blockIdx.x + 1) / a.param_chunks;
   acc wsum[kParamD], att_sum = 0;
 #pragma unroll
@@ -437,7 +506,7 @@ __global__ void __launch_bounds__(kThreads) param_partials_kernel(
       acc ds, at, att_term = 0;
       edge_grads(a, p, i, e, h, ds, at);
       const acc u = a.v.edge_u(i, j, e, k, ds, at, a.grad_out, att_term);
-      att_sum += att_term;
+      if (with_att) att_sum += att_term;
 #pragma unroll
       for (int x = 0; x < kParamD; ++x)
         if (d0 + x < edge_dim) wsum[x] += u * ld(edges.data + e * edges.row_stride + d0 + x);
@@ -459,16 +528,18 @@ __global__ void __launch_bounds__(kThreads) param_partials_kernel(
   }
 }
 
-// Parameter gradients: entry idx = sum over the chunks' partials in chunk order.
+// Parameter gradients: entry first + idx (store_param numbering) = sum over the chunks' partials
+// [chunks, P] in chunk order, for idx < count.
 template <class V>
 __global__ void __launch_bounds__(kThreads) param_reduce_kernel(const V v,
                                                                 const typename V::acc* partials,
-                                                                int64_t chunks, int64_t P) {
-  for (int64_t idx = int64_t(blockIdx.x) * kThreads + threadIdx.x; idx < P;
+                                                                int64_t chunks, int64_t P,
+                                                                int64_t first, int64_t count) {
+  for (int64_t idx = int64_t(blockIdx.x) * kThreads + threadIdx.x; idx < count;
        idx += int64_t(gridDim.x) * kThreads) {
     typename V::acc total = 0;
     for (int64_t c = 0; c < chunks; ++c) total += partials[c * P + idx];
-    v.store_param(idx, total);
+    v.store_param(first + idx, total);
   }
 }
 

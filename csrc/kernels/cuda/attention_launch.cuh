@@ -204,6 +204,8 @@ struct BackwardLayout {
   size_t scan_bytes = 0;
   acc* partial = nullptr;
   acc* params = nullptr;
+  acc* att_partial = nullptr;  // GATv2: pass 2's per-block att partials (att_blocks_for)
+  acc* att_ranges = nullptr;   // and their sums over block ranges
   size_t bytes = 0;
 };
 
@@ -231,6 +233,16 @@ BackwardLayout<T> backward_layout(void* base, const AttentionGraph<index_t>& gra
   }
   const int64_t P = param_count<V>(H, C, edge_dim);
   if (P > 0) l.params = s.take<acc>(param_chunks_for(E) * P);
+  if (V::kAttGrad) {  // room for either geometry (the vector width is chosen at launch)
+    const int64_t blocks = std::max(
+        att_blocks_for(make_geometry(C, 1, slots_for<1>()), graph.num_src, H),
+        att_blocks_for(make_geometry(C, vector_width<T>(), slots_for<vector_width<T>()>()),
+                       graph.num_src, H));
+    if (blocks > 0) {
+      l.att_partial = s.take<acc>(blocks * H * C);
+      l.att_ranges = s.take<acc>(att_ranges_for(blocks) * H * C);
+    }
+  }
   l.bytes = s.used();
   return l;
 }
@@ -260,10 +272,13 @@ void run_backward(const V& v, const AttentionGraph<index_t>& graph, const Attent
     dst_plan.chunk_ptr = ws.dst_chunk_ptr;
     src_plan.chunk_ptr = ws.src_chunk_ptr;
   }
+  using acc = typename V::acc;
+  const int64_t att_blocks = V::kAttGrad ? att_blocks_for(geo, graph.num_src, H) : 0;
+  acc* att_partial = att_blocks > 0 ? ws.att_partial : nullptr;
   const BackwardArgs<V, index_t> a{v,         graph,     cfg,         geo,   dst_plan,
                                    src_plan,  lse,       grad_out,    grad_alpha,
                                    ws.alpha,  ws.dalpha, ws.dsum,     ws.partial,
-                                   ws.params, param_chunks_for(E)};
+                                   ws.params, param_chunks_for(E), att_partial};
   const int64_t dst_items = graph.num_dst * H * geo.tiles;
   if (dst_plan.chunk_ptr) {
     launch("attention dst_chunks_kernel", dst_chunks_kernel<V, index_t>, max_chunks * H * geo.tiles,
@@ -278,6 +293,17 @@ void run_backward(const V& v, const AttentionGraph<index_t>& graph, const Attent
            geo.group, stream, a);
   launch("attention src_rows_kernel", src_rows_kernel<V, index_t>, graph.num_src * H * geo.tiles,
          geo.group, stream, a);
+  const int64_t K = V::proj_rows(H, C), weights = K * edge_dim;
+  if (att_partial) {  // GATv2's att: block partials -> range sums -> total, in fixed order
+    const int64_t HC = H * C, ranges = att_ranges_for(att_blocks);
+    launch_kernel("attention att_column_kernel", att_column_kernel<acc>,
+                  dim3(unsigned(ranges), unsigned((HC + kThreads - 1) / kThreads)), kThreads,
+                  stream, static_cast<const acc*>(att_partial), att_blocks, HC, ranges,
+                  ws.att_ranges);
+    const unsigned blocks = unsigned(std::min<int64_t>((HC + kThreads - 1) / kThreads, 4096));
+    launch_kernel("attention param_reduce_kernel", param_reduce_kernel<V>, dim3(blocks), kThreads,
+                  stream, v, static_cast<const acc*>(ws.att_ranges), ranges, HC, weights, HC);
+  }
 
   if (edge_dim > 0 && E > 0) {
     const int64_t warps = (E + kEdgesPerWarp - 1) / kEdgesPerWarp;
@@ -286,16 +312,18 @@ void run_backward(const V& v, const AttentionGraph<index_t>& graph, const Attent
                   dim3(unsigned(blocks)), kThreads, stream, a, grad_edge_attr, edge_dim);
   }
   const int64_t P = param_count<V>(H, C, edge_dim);
-  if (P > 0) {
-    const int64_t K = V::proj_rows(H, C);
+  const int64_t reduced = att_partial ? weights : P;  // entries pass 3 sums
+  if (reduced > 0) {
     const int lanes = param_lanes(K);
     const dim3 grid(unsigned(a.param_chunks), unsigned((K + lanes - 1) / lanes),
                     unsigned(std::max<int64_t>(1, (edge_dim + kParamD - 1) / kParamD)));
     launch_kernel("attention param_partials_kernel", param_partials_kernel<V, index_t>, grid,
                   kThreads, stream, a, lanes, edge_dim);
-    const unsigned blocks = unsigned(std::min<int64_t>((P + kThreads - 1) / kThreads, 4096));
+    const unsigned blocks =
+        unsigned(std::min<int64_t>((reduced + kThreads - 1) / kThreads, 4096));
     launch_kernel("attention param_reduce_kernel", param_reduce_kernel<V>, dim3(blocks), kThreads,
-                  stream, v, static_cast<const typename V::acc*>(ws.params), a.param_chunks, P);
+                  stream, v, static_cast<const acc*>(ws.params), a.param_chunks, P, int64_t(0),
+                  reduced);
   }
 }
 

@@ -10,7 +10,8 @@
 //                                       d s / d a_dst in dw
 //   store_dst_grad(i, h, g, slots, scalar)          pass 1 result (x_dst / query, or a_dst)
 //   Src, load_src(j, h, g, s); src_edge(s, i, e, h, g, ds, alpha~, grad_out, SrcGrad&);
-//   store_src_grad(j, h, g, SrcGrad)                pass 2 (x / x_src / key+value, a_src)
+//   store_src_grad(j, h, g, SrcGrad)                pass 2 (x / x_src / key+value, a_src;
+//                                       GATv2 sums its att term into SrcGrad::b)
 //   proj_rows(H, C), head_of(k), weight(k, d), store_param(idx, v),
 //   edge_u(i, j, e, k, ds, alpha~, grad_out, att_term)
 //                                       pass 3: per (edge, row k of the edge projection) the
@@ -238,6 +239,7 @@ struct GatV2Policy {
         acc z = xd.v[k][v] + s.xs.v[k][v];
         if (in.edge_attr.data) z += ep.v[k][v];
         out.a.v[k][v] += at * gi.v[k][v] + ds * (s.att.v[k][v] * leaky_relu_grad(z, slope));
+        out.b.v[k][v] += ds * leaky_relu(z, slope);  // att's term (summed by pass 2's blocks)
       }
   }
   __device__ void store_src_grad(int64_t j, int64_t h, const GroupLane& g,

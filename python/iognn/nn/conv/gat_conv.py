@@ -99,15 +99,31 @@ class GATConv(torch.nn.Module):
                 self.bias.zero_()
 
     def _project(self, x_src: Tensor, x_dst: Optional[Tensor]):
-        """Projected ``[N, H, C]`` source and destination features (dst None when x_dst is)."""
+        """Projected ``[N, H, C]`` source and destination features and their logits
+        ``(h * att).sum(-1)`` ``[N, H]`` (dst ones None when x_dst is).
+
+        The logits are computed from the layer input as ``x @ (W^T att)``: one thin GEMM instead
+        of a broadcast product and a reduction over the ``[N, H, C]`` rows (and their backward)."""
         H, C = self.heads, self.out_channels
-        if self.lin is not None:
-            h_src = self.lin(x_src).view(-1, H, C)
-            if x_dst is x_src:
-                return h_src, h_src
-            return h_src, None if x_dst is None else self.lin(x_dst).view(-1, H, C)
-        h_src = self.lin_src(x_src).view(-1, H, C)
-        return h_src, None if x_dst is None else self.lin_dst(x_dst).view(-1, H, C)
+        lin_src = self.lin if self.lin is not None else self.lin_src
+        lin_dst = self.lin if self.lin is not None else self.lin_dst
+        h_src = lin_src(x_src).view(-1, H, C)  # first: initialises a lazy weight
+        if x_dst is None:
+            return h_src, None, self._logits(x_src, lin_src, self.att_src), None
+        if x_dst is x_src and lin_dst is lin_src:
+            both = self._logits(x_src, lin_src, torch.cat([self.att_src, self.att_dst], dim=1))
+            return h_src, h_src, both[:, :H], both[:, H:]
+        h_dst = lin_dst(x_dst).view(-1, H, C)
+        return (h_src, h_dst, self._logits(x_src, lin_src, self.att_src),
+                self._logits(x_dst, lin_dst, self.att_dst))
+
+    def _logits(self, x: Tensor, lin: Linear, att: Tensor) -> Tensor:
+        """``(lin(x).view(N, H, C) * a).sum(-1)`` for each ``[1, H, C]`` vector a stacked along
+        dim 1 of att (``[1, k * H, C]``): ``[N, k * H]``."""
+        H, C = self.heads, self.out_channels
+        w = lin.weight.view(H, C, -1)
+        w_att = torch.einsum("hcf,khc->khf", w, att.view(-1, H, C)).reshape(-1, w.size(-1))
+        return torch.nn.functional.linear(x, like(w_att, x))
 
     def _edge_weights(self, ref: Tensor) -> Tensor:
         """``w_edge [De, H]``: ``(lin_edge(e).view(H, C) * att_edge).sum(-1) = e @ w_edge``."""
@@ -120,10 +136,8 @@ class GATConv(torch.nn.Module):
                 return_attention_weights: Optional[bool] = None):
         x_src, x_dst = split_input(x)
         res = self.res(x_dst) if self.res is not None and x_dst is not None else None
-        h_src, h_dst = self._project(x_src, x_dst)
+        h_src, h_dst, alpha_src, alpha_dst = self._project(x_src, x_dst)
         num_src, num_dst = node_counts(h_src, h_dst, size)
-        alpha_src = (h_src * like(self.att_src, h_src)).sum(dim=-1)
-        alpha_dst = None if h_dst is None else (h_dst * like(self.att_dst, h_dst)).sum(dim=-1)
 
         adj = structural_adjacency("GATConv", edge_index, num_src, num_dst, self.add_self_loops)
         w_edge = None
