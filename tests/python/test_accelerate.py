@@ -83,7 +83,8 @@ def test_accelerated_model_trains_to_the_same_result():
     torch.manual_seed(1)
     model = Mixed()
     reference = copy.deepcopy(model)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.01, eps=1e-4)  # built before: still valid after
+    # Built before accelerate: still valid after (the parameters are shared, not copied).
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01, eps=1e-4)
     iognn.accelerate(model)
     ref_optimizer = torch.optim.Adam(reference.parameters(), lr=0.01, eps=1e-4)
     x, edge_index, edge_attr, batch = data(1)
