@@ -230,7 +230,7 @@ __device__ void merge_dst_partial(const typename V::acc* slot, int64_t C, const 
 }
 
 template <class V, typename index_t>
-__global__ void __launch_bounds__(kThreads, min_blocks<typename V::acc>())
+__global__ void __launch_bounds__(kThreads, min_blocks<V, Pass::kDst>())
     dst_chunks_kernel(const BackwardArgs<V, index_t> a) {
   int64_t item;
   GroupLane g = group_lane(a.geo, item);
@@ -257,7 +257,7 @@ __device__ void finish_dst(const BackwardArgs<V, index_t>& a, const GroupLane& g
 
 // Light rows of pass 1 (heavy rows: dst_merge_kernel).
 template <class V, typename index_t>
-__global__ void __launch_bounds__(kThreads, min_blocks<typename V::acc>())
+__global__ void __launch_bounds__(kThreads, min_blocks<V, Pass::kDst>())
     dst_rows_kernel(const BackwardArgs<V, index_t> a) {
   int64_t item;
   GroupLane g = group_lane(a.geo, item);
@@ -276,7 +276,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks<typename V::acc>())
 // Heavy rows of pass 1: the chunks' states folded in in chunk order. A kernel of its own: in the
 // rows kernel this branch would push the edge loop past its register budget.
 template <class V, typename index_t>
-__global__ void __launch_bounds__(kThreads, min_blocks<typename V::acc>())
+__global__ void __launch_bounds__(kThreads, min_blocks<V, Pass::kDst>())
     dst_merge_kernel(const BackwardArgs<V, index_t> a) {
   int64_t item;
   GroupLane g = group_lane(a.geo, item);
@@ -324,7 +324,7 @@ __device__ void src_range(const BackwardArgs<V, index_t>& a, const GroupLane& g,
 }
 
 template <class V, typename index_t>
-__global__ void __launch_bounds__(kThreads, min_blocks<typename V::acc>())
+__global__ void __launch_bounds__(kThreads, min_blocks<V, Pass::kSrc>())
     src_chunks_kernel(const BackwardArgs<V, index_t> a) {
   int64_t item;
   GroupLane g = group_lane(a.geo, item);
@@ -373,7 +373,7 @@ __device__ void store_att_partial(const BackwardArgs<V, index_t>& a, const Group
 }
 
 template <class V, typename index_t>
-__global__ void __launch_bounds__(kThreads, min_blocks<typename V::acc>())
+__global__ void __launch_bounds__(kThreads, min_blocks<V, Pass::kSrc>())
     src_rows_kernel(const BackwardArgs<V, index_t> a) {
   using acc = typename V::acc;
   int64_t item;

@@ -43,15 +43,21 @@ constexpr int kThreads = 256;     // threads per block of every attention kernel
 constexpr int kLaneChannels = 4;  // channels of a head row per lane and tile
 constexpr int kMergeBatch = 4;    // heavy-row partial states loaded at once when merging
 
-// Resident blocks per SM the row kernels are compiled for: 2 (<= 128 registers, 16 warps per SM
-// to hide the gathers' latency) with fp32 accumulation; 1 for fp64, whose values take two.
-template <typename acc>
+// Resident blocks per SM a kernel is compiled for (launch bounds): the policy's figure for its
+// pass (kBlocksForward / kBlocksDst / kBlocksSrc: 4 blocks = <= 64 registers and 32 warps per SM
+// to hide the gathers' latency, 2 = <= 128 registers), measured per variant on an H200 (heavier
+// passes spill when squeezed); 1 with fp64 accumulation, whose values take two registers.
+enum class Pass { kForward, kDst, kSrc };
+template <class V, Pass P>
 constexpr int min_blocks() {
-  return sizeof(acc) == 8 ? 1 : 2;
+  if constexpr (sizeof(typename V::acc) == 8) return 1;
+  else if constexpr (P == Pass::kForward) return V::kBlocksForward;
+  else if constexpr (P == Pass::kDst) return V::kBlocksDst;
+  else return V::kBlocksSrc;
 }
 
-// Edges a group has in flight at once: 4 with vector loads, 2 with scalar loads (whose separate
-// addresses cost more registers).
+// Edges a group has in flight at once: 4 with vector loads (8 measured slower: registers), 2 with
+// scalar loads (whose separate addresses cost more registers).
 template <int VEC>
 constexpr int batch_for() {
   return VEC == 1 ? 2 : 4;

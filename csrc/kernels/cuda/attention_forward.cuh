@@ -119,7 +119,7 @@ __device__ void write_alpha(const ForwardArgs<V, index_t>& a, const GroupLane& g
 }
 
 template <class V, typename index_t>
-__global__ void __launch_bounds__(kThreads, min_blocks<typename V::acc>())
+__global__ void __launch_bounds__(kThreads, min_blocks<V, Pass::kForward>())
     forward_chunks_kernel(const ForwardArgs<V, index_t> a) {
   int64_t item;
   GroupLane g = group_lane(a.geo, item);
@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks<typename V::acc>())
 }
 
 template <class V, typename index_t>
-__global__ void __launch_bounds__(kThreads, min_blocks<typename V::acc>())
+__global__ void __launch_bounds__(kThreads, min_blocks<V, Pass::kForward>())
     forward_rows_kernel(const ForwardArgs<V, index_t> a) {
   using acc = typename V::acc;
   int64_t item;
@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks<typename V::acc>())
 }
 
 template <class V, typename index_t>
-__global__ void __launch_bounds__(kThreads, min_blocks<typename V::acc>())
+__global__ void __launch_bounds__(kThreads, min_blocks<V, Pass::kForward>())
     forward_alpha_kernel(const ForwardArgs<V, index_t> a) {
   int64_t item;
   GroupLane g = group_lane(a.geo, item);

@@ -17,6 +17,7 @@
 //                                       pass 3: per (edge, row k of the edge projection) the
 //                                       gradient u of the projected edge term; parameters in the
 //                                       partial layout [K * De (+ K for att)]
+//   kBlocksForward, kBlocksDst, kBlocksSrc           launch bounds of each pass (min_blocks)
 // Sums follow the host kernels' order where one thread owns them (edge projections over d, the
 // GAT pre-activation); channel sums are the group's butterflies.
 #pragma once
@@ -88,6 +89,7 @@ struct GatPolicy {
   static constexpr bool kSrcB = false;  // source gradient: x (a) and a_src (s)
   static constexpr bool kSrcS = true;
   static constexpr bool kAttGrad = false;
+  static constexpr int kBlocksForward = 4, kBlocksDst = 4, kBlocksSrc = 4;  // min_blocks
 
   GatInputs<T> in;
   GatGrads<T> grads;
@@ -175,6 +177,7 @@ struct GatV2Policy {
   static constexpr bool kSrcB = false;  // source gradient: x_src (a)
   static constexpr bool kSrcS = false;
   static constexpr bool kAttGrad = true;
+  static constexpr int kBlocksForward = 4, kBlocksDst = 2, kBlocksSrc = 3;  // min_blocks
 
   GatV2Inputs<T> in;
   GatV2Grads<T> grads;
@@ -278,6 +281,7 @@ struct TransformerPolicy {
   static constexpr bool kSrcB = true;  // source gradient: key (a) and value (b)
   static constexpr bool kSrcS = false;
   static constexpr bool kAttGrad = false;
+  static constexpr int kBlocksForward = 4, kBlocksDst = 2, kBlocksSrc = 3;  // min_blocks
 
   TransformerInputs<T> in;
   TransformerGrads<T> grads;
