@@ -1,12 +1,15 @@
 // iognn::segment_reduce (fused sum/mean/min/max/var/std aggregation): schemas and host
 // implementations (argument checks: segment_reduce_checks.h; CUDA: cuda/segment_reduce.cpp).
 //
-// Forward:  segment_reduce(rowptr, col, colptr, row, csc2csr, x, reduces)
-//             -> (out [num_dst, K*F], arg_min, arg_max, mean)
-//           arg_min / arg_max: [num_dst, F] in the graph's index dtype when min / max is requested,
+// Forward:  segment_reduce(rowptr, col, colptr, row, x, reduces)
+//             -> (out [num_dst, K*F], count_min, count_max, mean)
+//           count_min / count_max: [num_dst, F] in the graph's index dtype when min / max is
+//           requested, how many in-edges hold the result (0 for an empty row or a NaN result);
 //           mean: [num_dst, F] in the accumulation dtype (fp32; fp64 for fp64) when var or std is
 //           requested; each is an empty [0] tensor otherwise. They exist for the backward only.
-// Backward: segment_reduce_backward -> grad_x [num_src, F]   (transposed CSR gather)
+// Backward: segment_reduce_backward -> grad_x [num_src, F]   (transposed CSR gather; min / max
+//           split each gradient evenly among tied in-edges as torch's scatter_reduce does:
+//           kernels/cpu/segment_extremum.h)
 // The transposed-CSR arguments of the forward are unused by it; they are part of the schema so the
 // autograd formula (registered from Python) can hand them to the backward op.
 #include <ATen/ATen.h>
@@ -25,40 +28,40 @@ namespace {
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> segment_reduce_cpu(
     const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& colptr,
-    const at::Tensor& row, const at::Tensor& csc2csr, const at::Tensor& x_in,
-    std::vector<std::string> reduce_names) {
+    const at::Tensor& row, const at::Tensor& x_in, std::vector<std::string> reduce_names) {
   constexpr const char* op = "iognn::segment_reduce";
-  const SegmentReduceCall call = check_segment_reduce(op, rowptr, col, colptr, x_in, reduce_names);
+  const SegmentReduceCall call =
+      check_segment_reduce(op, rowptr, col, colptr, row, x_in, reduce_names);
   const at::Tensor x = last_dim_contiguous(x_in);
-  auto [out, arg_min, arg_max, mean] = empty_segment_reduce_outputs(call, x, rowptr);
-  if (out.numel() == 0) return {out, arg_min, arg_max, mean};
+  auto [out, count_min, count_max, mean] = empty_segment_reduce_outputs(call, x, rowptr);
+  if (out.numel() == 0) return {out, count_min, count_max, mean};
   dispatch_float(x.scalar_type(), op, [&](auto ft) {
     using T = typename decltype(ft)::type;
     dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
       using I = typename decltype(it)::type;
       cpu::segment_reduce_forward<T, I>(
           cptr<I>(rowptr), cptr<I>(col), cptr<T>(x), x.stride(0), call.num_dst, call.F,
-          call.reduces, ptr<T>(out), call.want_min ? ptr<I>(arg_min) : nullptr,
-          call.want_max ? ptr<I>(arg_max) : nullptr,
+          call.reduces, ptr<T>(out), call.want_min ? ptr<I>(count_min) : nullptr,
+          call.want_max ? ptr<I>(count_max) : nullptr,
           call.want_mean ? ptr<acc_t<T>>(mean) : nullptr);
     });
   });
-  return {out, arg_min, arg_max, mean};
+  return {out, count_min, count_max, mean};
 }
 
 at::Tensor segment_reduce_backward_cpu(const at::Tensor& colptr, const at::Tensor& row,
-                                       const at::Tensor& csc2csr, const at::Tensor& rowptr,
-                                       const at::Tensor& x_in, const at::Tensor& out_in,
-                                       const at::Tensor& arg_min_in, const at::Tensor& arg_max_in,
-                                       const at::Tensor& mean_in, const at::Tensor& grad_out_in,
+                                       const at::Tensor& rowptr, const at::Tensor& x_in,
+                                       const at::Tensor& out_in, const at::Tensor& count_min_in,
+                                       const at::Tensor& count_max_in, const at::Tensor& mean_in,
+                                       const at::Tensor& grad_out_in,
                                        std::vector<std::string> reduce_names) {
   constexpr const char* op = "iognn::segment_reduce_backward";
   const SegmentReduceCall call =
-      check_segment_reduce_backward(op, colptr, row, csc2csr, rowptr, x_in, out_in, arg_min_in,
-                                    arg_max_in, mean_in, grad_out_in, reduce_names);
+      check_segment_reduce_backward(op, colptr, row, rowptr, x_in, out_in, count_min_in,
+                                    count_max_in, mean_in, grad_out_in, reduce_names);
   const at::Tensor x = last_dim_contiguous(x_in);
   const at::Tensor out = out_in.contiguous(), grad_out = grad_out_in.contiguous();
-  const at::Tensor arg_min = arg_min_in.contiguous(), arg_max = arg_max_in.contiguous();
+  const at::Tensor count_min = count_min_in.contiguous(), count_max = count_max_in.contiguous();
   const at::Tensor mean = mean_in.contiguous();
   at::Tensor grad_x = at::empty({call.num_src, call.F}, x.options());
   if (grad_x.numel() == 0) return grad_x;
@@ -67,9 +70,9 @@ at::Tensor segment_reduce_backward_cpu(const at::Tensor& colptr, const at::Tenso
     dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
       using I = typename decltype(it)::type;
       cpu::segment_reduce_backward<T, I>(
-          cptr<I>(colptr), cptr<I>(row), cptr<I>(csc2csr), cptr<I>(rowptr), cptr<T>(x),
-          x.stride(0), cptr<T>(out), call.want_min ? cptr<I>(arg_min) : nullptr,
-          call.want_max ? cptr<I>(arg_max) : nullptr,
+          cptr<I>(colptr), cptr<I>(row), cptr<I>(rowptr), cptr<T>(x), x.stride(0),
+          cptr<T>(out), call.want_min ? cptr<I>(count_min) : nullptr,
+          call.want_max ? cptr<I>(count_max) : nullptr,
           call.want_mean ? cptr<acc_t<T>>(mean) : nullptr, cptr<T>(grad_out), call.num_src,
           call.F, call.reduces, ptr<T>(grad_x));
     });
@@ -81,12 +84,11 @@ at::Tensor segment_reduce_backward_cpu(const at::Tensor& colptr, const at::Tenso
 
 TORCH_LIBRARY_FRAGMENT(iognn, m) {
   m.def(
-      "segment_reduce(Tensor rowptr, Tensor col, Tensor colptr, Tensor row, Tensor csc2csr, "
-      "Tensor x, str[] reduces) -> (Tensor out, Tensor arg_min, Tensor arg_max, Tensor mean)");
+      "segment_reduce(Tensor rowptr, Tensor col, Tensor colptr, Tensor row, Tensor x, "
+      "str[] reduces) -> (Tensor out, Tensor count_min, Tensor count_max, Tensor mean)");
   m.def(
-      "segment_reduce_backward(Tensor colptr, Tensor row, Tensor csc2csr, Tensor rowptr, "
-      "Tensor x, Tensor out, Tensor arg_min, Tensor arg_max, Tensor mean, Tensor grad_out, "
-      "str[] reduces) -> Tensor");
+      "segment_reduce_backward(Tensor colptr, Tensor row, Tensor rowptr, Tensor x, Tensor out, "
+      "Tensor count_min, Tensor count_max, Tensor mean, Tensor grad_out, str[] reduces) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(iognn, CPU, m) {

@@ -20,7 +20,7 @@ namespace iognn::torch_ext {
 struct SegmentReduceCall {
   std::vector<cpu::SegmentReduce> reduces;
   int64_t num_src, num_dst, F, K;
-  bool want_min, want_max, want_mean;  // which auxiliary outputs exist
+  bool want_min, want_max, want_mean;  // which auxiliary outputs exist (count_min, count_max, mean)
 };
 
 namespace segment_reduce_detail {
@@ -77,11 +77,11 @@ inline SegmentReduceCall describe(std::vector<cpu::SegmentReduce> reduces, int64
 // Checks the forward's arguments (the transposed CSR only for its dtype and device).
 inline SegmentReduceCall check_segment_reduce(const char* op, const at::Tensor& rowptr,
                                               const at::Tensor& col, const at::Tensor& colptr,
-                                              const at::Tensor& x,
+                                              const at::Tensor& row, const at::Tensor& x,
                                               const std::vector<std::string>& names) {
   namespace d = segment_reduce_detail;
   auto reduces = d::parse_reduces(names, op);
-  d::check_graph(op, {{&rowptr, "rowptr"}, {&col, "col"}, {&colptr, "colptr"}}, x,
+  d::check_graph(op, {{&rowptr, "rowptr"}, {&col, "col"}, {&colptr, "colptr"}, {&row, "row"}}, x,
                  colptr.numel() - 1);
   TORCH_CHECK_VALUE(rowptr.numel() >= 1, op, ": rowptr must have num_dst + 1 >= 1 entries");
   return d::describe(std::move(reduces), colptr.numel() - 1, rowptr.numel() - 1, x.size(1));
@@ -89,31 +89,30 @@ inline SegmentReduceCall check_segment_reduce(const char* op, const at::Tensor& 
 
 // Checks the backward's arguments, including the forward outputs it is handed back.
 inline SegmentReduceCall check_segment_reduce_backward(
-    const char* op, const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& csc2csr,
-    const at::Tensor& rowptr, const at::Tensor& x, const at::Tensor& out,
-    const at::Tensor& arg_min, const at::Tensor& arg_max, const at::Tensor& mean,
-    const at::Tensor& grad_out, const std::vector<std::string>& names) {
+    const char* op, const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& rowptr,
+    const at::Tensor& x, const at::Tensor& out, const at::Tensor& count_min,
+    const at::Tensor& count_max, const at::Tensor& mean, const at::Tensor& grad_out,
+    const std::vector<std::string>& names) {
   namespace d = segment_reduce_detail;
   auto reduces = d::parse_reduces(names, op);
-  d::check_graph(op, {{&colptr, "colptr"}, {&row, "row"}, {&csc2csr, "csc2csr"}, {&rowptr, "rowptr"}},
-                 x, colptr.numel() - 1);
+  d::check_graph(op, {{&colptr, "colptr"}, {&row, "row"}, {&rowptr, "rowptr"}}, x,
+                 colptr.numel() - 1);
   TORCH_CHECK_VALUE(rowptr.numel() >= 1, op, ": rowptr must have num_dst + 1 >= 1 entries");
-  check_size(csc2csr, 0, row.numel(), op, "csc2csr", "entries");
   const SegmentReduceCall call =
       d::describe(std::move(reduces), colptr.numel() - 1, rowptr.numel() - 1, x.size(1));
   const auto index_dtype = rowptr.scalar_type();
   const auto n = call.num_dst, KF = call.K * call.F;
   d::check_aux(out, true, n, KF, x.scalar_type(), x, op, "out");
   d::check_aux(grad_out, true, n, KF, x.scalar_type(), x, op, "grad_out");
-  d::check_aux(arg_min, call.want_min, n, call.F, index_dtype, x, op, "arg_min");
-  d::check_aux(arg_max, call.want_max, n, call.F, index_dtype, x, op, "arg_max");
+  d::check_aux(count_min, call.want_min, n, call.F, index_dtype, x, op, "count_min");
+  d::check_aux(count_max, call.want_max, n, call.F, index_dtype, x, op, "count_max");
   d::check_aux(mean, call.want_mean, n, call.F, acc_dtype(x.scalar_type()), x, op, "mean");
   return call;
 }
 
-// Uninitialised forward outputs (out, arg_min, arg_max, mean): out [num_dst, K*F] like x;
-// arg_min / arg_max [num_dst, F] in the index dtype and mean [num_dst, F] in the accumulation dtype
-// when requested, else empty [0] tensors.
+// Uninitialised forward outputs (out, count_min, count_max, mean): out [num_dst, K*F] like x;
+// count_min / count_max [num_dst, F] in the index dtype (a count is at most a row's degree) and
+// mean [num_dst, F] in the accumulation dtype when requested, else empty [0] tensors.
 inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> empty_segment_reduce_outputs(
     const SegmentReduceCall& call, const at::Tensor& x, const at::Tensor& rowptr) {
   const auto aux_shape = [&](bool present) {

@@ -86,6 +86,21 @@ def test_quick_suite_measures_and_checks(quick):
     assert len(propagate) == 6 and all(r["check"] == "ok" for r in propagate)
 
 
+def test_multi_has_the_separate_reductions_beside_the_fused_op(quick):
+    _, report, out = quick
+    rows = [r for r in report["results"] if r["op"] == "multi" and r["level"] == "op"]
+    assert rows
+    for graph in {r["graph"] for r in rows}:
+        impls = [r for r in rows if r["graph"] == graph]
+        assert [r["impl"] for r in impls] == ["pyg", "iognn-separate", "iognn"]
+        for r in impls[1:]:  # both iognn rows run and match PyG (outputs and gradients)
+            assert r["status"] == "ok" and r["check"] == "ok", (r["impl"], r["message"])
+            assert r["fwd_ms"] > 0 and r["bwd_ms"] > 0
+    layer = {r["impl"] for r in report["results"] if r["op"] == "multi" and r["level"] == "layer"}
+    assert "iognn-separate" not in layer  # an op-level comparison only
+    assert "| multi | op | fp32 | iognn-separate |" in (out / "results.md").read_text()
+
+
 def test_quick_suite_writes_markdown_and_plots(quick):
     _, report, out = quick
     markdown = (out / "results.md").read_text()

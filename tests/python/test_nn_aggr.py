@@ -14,12 +14,15 @@ BASIC = ["SumAggregation", "MeanAggregation", "MinAggregation", "MaxAggregation"
          "VarAggregation", "StdAggregation"]
 
 
-def messages_of(case, channels=5, seed=0):
-    """(x [E, F] messages, index = destination of each edge, dim_size) of a conftest graph."""
+def messages_of(case, channels=5, seed=0, tied=False):
+    """(x [E, F] messages, index = destination of each edge, dim_size) of a conftest graph;
+    tied: small integers (0 included) that tie under min / max in most groups."""
     _, edge_index, size = case
     gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(edge_index.size(1), channels, generator=gen).requires_grad_()
-    return x, edge_index[1].long(), sizes(size)[1]
+    shape = (edge_index.size(1), channels)
+    x = (torch.randint(-2, 3, shape, generator=gen).float() if tied
+         else torch.randn(shape, generator=gen))
+    return x.requires_grad_(), edge_index[1].long(), sizes(size)[1]
 
 
 def assert_same(ours, theirs, call, inputs, tol=(RTOL, ATOL)):
@@ -48,6 +51,25 @@ def case_tol(case):
 def test_basic_aggregations_match_pyg(case, name):
     x, index, dim_size = messages_of(case)
     ours, theirs = getattr(io_aggr, name)(), getattr(pyg_aggr, name)()
+    assert_same(ours, theirs, lambda m: m(x, index, dim_size=dim_size), (x,), case_tol(case))
+
+
+TIE_AGGRS = {
+    "min": lambda pkg: pkg.MinAggregation(),
+    "max": lambda pkg: pkg.MaxAggregation(),
+    "multi": lambda pkg: pkg.MultiAggregation(["min", "max", "mean", "std"]),
+    "degree_scaler": lambda pkg: pkg.DegreeScalerAggregation(
+        ["mean", "min", "max", "std"], ["identity", "amplification"], torch.tensor([3, 5, 2, 1])),
+}
+
+
+@pytest.mark.parametrize("case", GRAPH_CASES, ids=[c[0] for c in GRAPH_CASES])
+@pytest.mark.parametrize("aggr", list(TIE_AGGRS))
+def test_min_max_ties_match_pyg(case, aggr):
+    # Tied messages: the gradient is split among them (and the zero fill) exactly as in PyG.
+    x, index, dim_size = messages_of(case, tied=True)
+    ours, theirs = TIE_AGGRS[aggr](io_aggr), TIE_AGGRS[aggr](pyg_aggr)
+    ours.load_state_dict(theirs.state_dict())
     assert_same(ours, theirs, lambda m: m(x, index, dim_size=dim_size), (x,), case_tol(case))
 
 

@@ -10,7 +10,7 @@ import torch_geometric.nn.aggr as pyg_aggr
 import iognn
 import iognn.nn as io_nn
 
-from conftest import GRAPH_CASES, load_real_graph, sizes
+from conftest import GRAPH_CASES, data_dir, load_real_graph, sizes
 from test_nn_basic import (ALL_IDS, assert_parity, case_tolerance, edge_features, features,
                            make_pair, mlp, shadowed_self_loops)
 
@@ -213,9 +213,31 @@ def test_prebuilt_graph_gives_the_edge_index_result():
                  "deg": torch.tensor([0, 500, 700, 600, 400, 300, 200])})],
     ids=lambda v: v if isinstance(v, str) else "")
 def test_layers_match_pyg_on_cora(name, kwargs):
+    # cora's real 0/1 features: min / max / std aggregations of raw features tie almost everywhere
+    # (their gradient is split among tied messages exactly as PyG does). PNA only aggregates
+    # Linear outputs of [x_i, x_j] (no ties), so it gets 64 random features, which keeps it fast.
     edge_index, num_nodes = load_real_graph("cora")
-    # cora's graph with continuous features (its 0/1 features tie under max, where the gradient
-    # rule differs: see iognn.ops.segment_reduce)
-    x = torch.randn(num_nodes, 64, generator=torch.Generator().manual_seed(0)).requires_grad_()
-    ours, theirs = make_pair(name, 64, 8, **kwargs)
+    x = (torch.randn(num_nodes, 64, generator=torch.Generator().manual_seed(0))
+         if name == "PNAConv" else load_cora_features()).requires_grad_()
+    assert x.shape[0] == num_nodes
+    ours, theirs = make_pair(name, x.shape[1], 8, **kwargs)
     assert_parity(ours, theirs, lambda m: m(x, edge_index), (x,), tol=(1e-4, 2e-5))
+
+
+def load_cora_features():
+    """cora's bag-of-words features [2708, 1433] (0/1, fp32) in PyG's node order: Planetoid's allx
+    then tx, the test rows moved to their test.index ids as PyG's loader does."""
+    import pickle
+    import warnings
+
+    import numpy as np
+    root = data_dir() / "cora"
+    parts = []
+    for name in ("allx", "tx"):
+        with open(root / f"ind.cora.{name}", "rb") as f, warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # the pickles name scipy.sparse.csr
+            parts.append(torch.from_numpy(pickle.load(f, encoding="latin1").toarray()))
+    x = torch.cat(parts).float()
+    test_index = torch.from_numpy(np.loadtxt(root / "ind.cora.test.index", dtype=np.int64))
+    x[test_index] = x[test_index.sort().values]
+    return x

@@ -33,29 +33,48 @@ def distinct_features(num_src, F, gen, dtype):
     return ((torch.stack(cols, 1) - num_src // 2) / 16.0).to(dtype)
 
 
+def tied_features(num_src, F, gen, dtype):
+    """Small integers (exact in every dtype, 0 included): most rows tie under min and max, and
+    many extrema are 0, where torch also counts the output's zero fill as a tied element."""
+    return torch.randint(-2, 3, (num_src, F), generator=gen).to(dtype)
+
+
 def ops_args(g, x, reduces):
-    return (g.rowptr, g.col, g.colptr, g.row, g.csc2csr, x, reduces)
+    return (g.rowptr, g.col, g.colptr, g.row, x, reduces)
 
 
+def backward_args(g, x, fwd, grad, reduces):
+    out, count_min, count_max, mean = fwd
+    return (g.colptr, g.row, g.rowptr, x, out, count_min, count_max, mean, grad, reduces)
+
+
+def assert_matches_pyg(g, edge_index, x, reduces, num_dst, grad, tol=None):
+    """Output and grad_x of segment_reduce equal PyG's (NaN where PyG has NaN)."""
+    rtol, atol = tol or tolerance(torch.float64)
+    x = x.detach().requires_grad_()
+    out = segment_reduce(g, x, reduces)
+    ref = reference(edge_index, x, reduces, num_dst)
+    torch.testing.assert_close(out, ref, rtol=rtol, atol=atol, equal_nan=True)
+    if out.numel() == 0:
+        return
+    got, = torch.autograd.grad(out, x, grad)
+    exp, = torch.autograd.grad(ref, x, grad)
+    torch.testing.assert_close(got, exp, rtol=rtol, atol=atol, equal_nan=True)
+
+
+@pytest.mark.parametrize("values", ["continuous", "tied"])
 @pytest.mark.parametrize("reduces", ALL_REDUCES, ids=REDUCE_IDS)
-def test_matches_pyg_on_every_graph_case(graph_case, reduces):
+def test_matches_pyg_on_every_graph_case(graph_case, reduces, values):
     name, edge_index, size = graph_case
     num_src, num_dst = sizes(size)
     g = iognn.Graph(edge_index, size)
     gen = torch.Generator().manual_seed(0)
-    # Continuous values: ties only between duplicate edges of one source, where PyG's even split
-    # and iognn's first-edge rule give the same grad_x.
-    x = torch.randn(num_src, 5, dtype=torch.float64, generator=gen, requires_grad=True)
-    out = segment_reduce(g, x, reduces)
-    ref = reference(edge_index, x, reduces, num_dst)
-    assert out.shape == (num_dst, 5 * len(reduces))
-    torch.testing.assert_close(out, ref)
-    if out.numel() == 0:
-        return
-    grad = torch.randn(out.shape, dtype=torch.float64, generator=gen)
-    got, = torch.autograd.grad(out, x, grad)
-    exp, = torch.autograd.grad(ref, x, grad)
-    torch.testing.assert_close(got, exp)
+    # continuous: ties only between duplicate edges; tied: most extrema shared by several edges.
+    x = (torch.randn(num_src, 5, dtype=torch.float64, generator=gen) if values == "continuous"
+         else tied_features(num_src, 5, gen, torch.float64))
+    assert segment_reduce(g, x, reduces).shape == (num_dst, 5 * len(reduces))
+    grad = torch.randn(num_dst, 5 * len(reduces), dtype=torch.float64, generator=gen)
+    assert_matches_pyg(g, edge_index, x, reduces, num_dst, grad)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
@@ -78,10 +97,44 @@ def test_dtypes_accumulate_in_fp32(dtype, reduces):
     torch.testing.assert_close(got.double(), exp, rtol=rtol, atol=atol)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduces", [["min"], ["max"], FUSED[0], FUSED[1]],
+                         ids=["min", "max", "fused4", "fused6"])
+def test_ties_match_pyg_in_every_dtype(dtype, reduces):
+    # PyG in fp64 on the same (exact) values: identical extrema and tie sets in every dtype.
+    gen = torch.Generator().manual_seed(4)
+    ei = torch.cat([torch.randint(0, 60, (2, 700), generator=gen),
+                    torch.randint(0, 60, (2, 40), generator=gen).repeat(1, 3)], 1)  # duplicates
+    g = iognn.Graph(ei, 60)
+    x = tied_features(60, 9, gen, dtype).requires_grad_()
+    out = segment_reduce(g, x, reduces)
+    x64 = x.detach().double().requires_grad_()
+    ref = reference(ei, x64, reduces, 60)
+    rtol, atol = tolerance(dtype)
+    torch.testing.assert_close(out.double(), ref, rtol=rtol, atol=atol)
+    grad = torch.randn(out.shape, generator=gen).to(dtype)
+    got, = torch.autograd.grad(out, x, grad)
+    exp, = torch.autograd.grad(ref, x64, grad.double())
+    assert got.dtype == dtype
+    torch.testing.assert_close(got.double(), exp, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("fill", [0.5, 0.0, -0.0])
+def test_rows_of_equal_values_match_pyg(fill):
+    # Every message of a row equal: the gradient is split over the whole row (plus the zero fill
+    # when the value is 0), duplicates and the 5,000-in-edge super-node included.
+    _, ei, size = next(c for c in GRAPH_CASES if c[0] == "supernode")
+    ei = torch.cat([ei, ei[:, :300]], 1)
+    g = iognn.Graph(ei, size)
+    x = torch.full((size, 3), fill, dtype=torch.float64)
+    grad = torch.randn(size, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    assert_matches_pyg(g, ei, x, ["min", "max"], size, grad)
+
+
 def test_int32_and_int64_graphs_agree_bitwise():
     gen = torch.Generator().manual_seed(5)
     ei = torch.randint(0, 50, (2, 400), generator=gen)
-    x = torch.randn(50, 8, generator=gen, requires_grad=True)
+    x = tied_features(50, 8, gen, torch.float32).requires_grad_()
     g32, g64 = iognn.Graph(ei, 50), iognn.Graph(ei, 50, index_dtype=torch.int64)
     assert (g32.index_dtype, g64.index_dtype) == (torch.int32, torch.int64)
     reduces = FUSED[1]
@@ -91,10 +144,11 @@ def test_int32_and_int64_graphs_agree_bitwise():
     ga, = torch.autograd.grad(a, x, grad)
     gb, = torch.autograd.grad(b, x, grad)
     torch.testing.assert_close(ga, gb, rtol=0, atol=0)
-    _, amin32, amax32, _ = torch.ops.iognn.segment_reduce(*ops_args(g32, x.detach(), reduces))
-    _, amin64, amax64, _ = torch.ops.iognn.segment_reduce(*ops_args(g64, x.detach(), reduces))
-    assert amin32.dtype == torch.int32 and amin64.dtype == torch.int64
-    assert torch.equal(amin32.long(), amin64) and torch.equal(amax32.long(), amax64)
+    _, cmin32, cmax32, _ = torch.ops.iognn.segment_reduce(*ops_args(g32, x.detach(), reduces))
+    _, cmin64, cmax64, _ = torch.ops.iognn.segment_reduce(*ops_args(g64, x.detach(), reduces))
+    assert cmin32.dtype == torch.int32 and cmin64.dtype == torch.int64
+    assert torch.equal(cmin32.long(), cmin64) and torch.equal(cmax32.long(), cmax64)
+    assert int(cmax64.max()) > 1  # the features do tie
 
 
 def test_non_contiguous_features():
@@ -132,48 +186,64 @@ def test_opcheck(index_dtype, reduces):
         assert g.index_dtype == index_dtype
         x = torch.randn(n, 5, generator=gen, requires_grad=True)
         torch.library.opcheck(torch.ops.iognn.segment_reduce.default, ops_args(g, x, reduces))
-        out, arg_min, arg_max, mean = torch.ops.iognn.segment_reduce(
-            *ops_args(g, x.detach(), reduces))
-        grad = torch.randn(out.shape, generator=gen)
+        fwd = torch.ops.iognn.segment_reduce(*ops_args(g, x.detach(), reduces))
+        grad = torch.randn(fwd[0].shape, generator=gen)
         torch.library.opcheck(torch.ops.iognn.segment_reduce_backward.default,
-                              (g.colptr, g.row, g.csc2csr, g.rowptr, x.detach(), out, arg_min,
-                               arg_max, mean, grad, reduces))
+                              backward_args(g, x.detach(), fwd, grad, reduces))
 
 
 def test_auxiliary_outputs():
-    ei = torch.tensor([[0, 1, 2], [1, 1, 1]])
-    g = iognn.Graph(ei, 3)
-    x = torch.tensor([[1.0], [4.0], [-2.0]])
-    out, arg_min, arg_max, mean = torch.ops.iognn.segment_reduce(*ops_args(g, x, ["std", "min"]))
-    assert arg_min.tolist() == [[-1], [2], [-1]] and arg_max.numel() == 0
-    torch.testing.assert_close(mean, torch.tensor([[0.0], [1.0], [0.0]]))
-    assert not mean.requires_grad
+    ei = torch.tensor([[0, 1, 2, 3], [1, 1, 1, 1]])
+    g = iognn.Graph(ei, 4)
+    x = torch.tensor([[1.0], [4.0], [-2.0], [4.0]])
+    out, count_min, count_max, mean = torch.ops.iognn.segment_reduce(
+        *ops_args(g, x, ["std", "min", "max"]))
+    # row 1: min -2 held once, max 4 held by two edges; empty rows count 0
+    assert count_min.tolist() == [[0], [1], [0], [0]]
+    assert count_max.tolist() == [[0], [2], [0], [0]]
+    torch.testing.assert_close(mean, torch.tensor([[0.0], [1.75], [0.0], [0.0]]))
+    assert not mean.requires_grad and not count_max.requires_grad
+    _, count_min, count_max, mean = torch.ops.iognn.segment_reduce(*ops_args(g, x, ["sum"]))
+    assert count_min.numel() == count_max.numel() == mean.numel() == 0
 
 
-def test_ties_go_to_the_first_edge_in_csr_order():
-    # Destination 0 has in-edges from sources 3, 1, 0, 2, 0 (input order), i.e. CSR order 0, 0, 1,
-    # 2, 3; destination 1 from sources 2, 1, i.e. CSR order 1, 2.
+def test_ties_split_the_gradient_evenly_like_pyg():
+    # Destination 0 has in-edges from sources 3, 1, 0, 2, 0 (CSR order 0, 0, 1, 2, 3);
+    # destination 1 from sources 2, 1; destinations 2 and 3 have none.
     ei = torch.tensor([[3, 1, 0, 2, 0, 2, 1], [0, 0, 0, 0, 0, 1, 1]])
     g = iognn.Graph(ei, 4)
-    xs = torch.tensor([[7.0, -1.0], [5.0, -1.0], [5.0, -1.0], [5.0, 2.0]], dtype=torch.float64,
-                      requires_grad=True)
-    out = segment_reduce(g, xs, ["min", "max"])
-    # Features: min f0, min f1, max f0, max f1.
-    torch.testing.assert_close(out[:2], torch.tensor([[5.0, -1.0, 7.0, 2.0],
-                                                      [5.0, -1.0, 5.0, -1.0]], dtype=torch.float64))
-    grad_x, = torch.autograd.grad(out, xs, torch.ones_like(out))
-    # min f0 of dst 0: tie among sources 1, 2, 3 -> source 1 (smallest id) takes it all; max f0:
-    # source 0 (both of its edges, the first wins). dst 1 (sources 1, 2): source 1 wins every tie.
-    # f1 of dst 0: min tie among sources 0, 1, 2 -> source 0; max -> source 3.
-    expected = torch.tensor([[1.0, 1.0], [3.0, 2.0], [0.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
+    x = torch.tensor([[7.0, -1.0], [5.0, -1.0], [5.0, -1.0], [5.0, 2.0]], dtype=torch.float64)
+    out = segment_reduce(g, x, ["min", "max"])  # columns: min f0, min f1, max f0, max f1
+    torch.testing.assert_close(out, torch.tensor([[5.0, -1.0, 7.0, 2.0], [5.0, -1.0, 5.0, -1.0],
+                                                  [0.0] * 4, [0.0] * 4], dtype=torch.float64))
+    _, count_min, count_max, _ = torch.ops.iognn.segment_reduce(*ops_args(g, x, ["min", "max"]))
+    assert count_min.tolist() == [[3, 4], [2, 2], [0, 0], [0, 0]]
+    assert count_max.tolist() == [[2, 1], [2, 2], [0, 0], [0, 0]]
+    # dst 0: min f0 = 5 shared by sources 1, 2, 3 (1/3 each); max f0 = 7 by both edges of source
+    # 0 (1/2 each); min f1 = -1 by sources 0 (twice), 1, 2 (1/4 per edge); max f1 = 2 by source 3.
+    # dst 1: sources 1 and 2 tie on everything (1/2 each, min and max).
+    expected = torch.tensor([[1.0, 0.5], [1 / 3 + 1, 0.25 + 1], [1 / 3 + 1, 0.25 + 1],
+                             [1 / 3, 1.0]], dtype=torch.float64)
+    x.requires_grad_()
+    ones = torch.ones(4, 4, dtype=torch.float64)
+    grad_x, = torch.autograd.grad(segment_reduce(g, x, ["min", "max"]), x, ones)
     torch.testing.assert_close(grad_x, expected)
-    # PyG's scatter_reduce backward splits a tie's gradient evenly instead (same total per row;
-    # nonzero extrema here, as torch also counts the untouched zero fill of the output as a tie).
-    ref = reference(ei, xs, ["min", "max"], 4)
-    torch.testing.assert_close(out, ref)
-    pyg_grad, = torch.autograd.grad(ref, xs, torch.ones_like(ref))
-    assert not torch.equal(pyg_grad, grad_x)
-    torch.testing.assert_close(pyg_grad.sum(0), grad_x.sum(0))
+    assert_matches_pyg(g, ei, x, ["min", "max"], 4, ones)
+
+
+def test_zero_result_counts_the_fill_as_a_tie():
+    # torch's scatter_reduce backward compares the zero-filled output with the result: a result
+    # of exactly 0 (either sign) has one more tied element, whose share goes nowhere.
+    ei = torch.tensor([[0, 1, 2, 3, 4], [0, 0, 0, 1, 1]])
+    g = iognn.Graph(ei, 5)
+    x = torch.tensor([[0.0], [-0.0], [-1.0], [0.0], [3.0]], dtype=torch.float64)
+    grad = torch.tensor([[6.0, 12.0], [6.0, 12.0]] + [[1.0, 1.0]] * 3, dtype=torch.float64)
+    x.requires_grad_()
+    grad_x, = torch.autograd.grad(segment_reduce(g, x, ["min", "max"]), x, grad)
+    # dst 0 max 0 held by sources 0 and 1 (+ the fill): 12 / 3 each; min -1 by source 2 alone.
+    # dst 1 min 0 held by source 3 (+ the fill): 6 / 2; max 3 by source 4.
+    assert grad_x.flatten().tolist() == [4.0, 4.0, 6.0, 3.0, 12.0]
+    assert_matches_pyg(g, ei, x, ["min", "max"], 5, grad)
 
 
 def test_nan_propagates_like_amax():
@@ -183,15 +253,15 @@ def test_nan_propagates_like_amax():
     x = torch.tensor([[1.0, 1.0], [nan, 2.0], [nan, 0.0], [3.0, 5.0]], requires_grad=True)
     reduces = ["min", "max", "sum"]
     out = segment_reduce(g, x, reduces)
-    ref = reference(ei, x, reduces, 4)
-    torch.testing.assert_close(out, ref, equal_nan=True)
     assert out[0, 0].isnan() and out[0, 2].isnan() and out[0, 1] == 0.0 and out[0, 3] == 2.0
-    _, arg_min, arg_max, _ = torch.ops.iognn.segment_reduce(*ops_args(g, x.detach(), reduces))
-    # Row 0 holds sources 0, 1, 2 at CSR positions 0, 1, 2: the first NaN (source 1) wins; row 1
-    # holds sources 2, 3 at positions 3, 4: source 2's NaN wins.
-    assert arg_min[:2, 0].tolist() == [1, 3] and arg_max[:2, 0].tolist() == [1, 3]
+    _, count_min, count_max, _ = torch.ops.iognn.segment_reduce(*ops_args(g, x.detach(), reduces))
+    assert count_min[:2, 0].tolist() == [0, 0] and count_max[:2, 0].tolist() == [0, 0]
+    # As in torch, a NaN result sends NaN to every in-edge of its row (here rows 0 and 1, f0).
     grad_x, = torch.autograd.grad(out[:, :4].sum(), x)
-    assert grad_x[:, 0].tolist() == [0.0, 2.0, 2.0, 0.0]  # min and max both pick the NaN edges
+    assert grad_x[:, 0].isnan().all()
+    # f1: dst 0 min 0 (+ the fill) and dst 1 min 0 (+ the fill) give source 2 1/2 each
+    assert grad_x[:, 1].tolist() == [0.0, 1.0, 1.0, 1.0]
+    assert_matches_pyg(g, ei, x, reduces, 4, torch.randn(4, 6), tolerance(torch.float32))
 
 
 def test_bad_inputs_raise_clear_errors():
@@ -221,13 +291,17 @@ def test_bad_inputs_raise_clear_errors():
         torch.ops.iognn.segment_reduce(*ops_args(g, torch.randn(4, 2), ["sum"]))
     with pytest.raises(TypeError, match="x must be float32"):
         torch.ops.iognn.segment_reduce(*ops_args(g, torch.ones(3, 2, dtype=torch.int32), ["sum"]))
-    out, arg_min, arg_max, mean = torch.ops.iognn.segment_reduce(*ops_args(g, x, ["min", "var"]))
-    bwd = (g.colptr, g.row, g.csc2csr, g.rowptr, x, out, arg_min, arg_max, mean, out)
-    with pytest.raises(ValueError, match="arg_min has 2 rows"):
-        torch.ops.iognn.segment_reduce_backward(*bwd[:6], arg_min[:2], *bwd[7:], ["min", "var"])
+    reduces = ["min", "var"]
+    fwd = torch.ops.iognn.segment_reduce(*ops_args(g, x, reduces))
+    bwd = backward_args(g, x, fwd, fwd[0], reduces)[:-1]
+    count_min, mean = fwd[1], fwd[3]
+    with pytest.raises(ValueError, match="count_min has 2 rows"):
+        torch.ops.iognn.segment_reduce_backward(*bwd[:5], count_min[:2], *bwd[6:], reduces)
+    with pytest.raises(TypeError, match="count_min must have dtype"):
+        torch.ops.iognn.segment_reduce_backward(*bwd[:5], count_min.long(), *bwd[6:], reduces)
     with pytest.raises(TypeError, match="mean must have dtype"):
-        torch.ops.iognn.segment_reduce_backward(*bwd[:8], mean.double(), bwd[9], ["min", "var"])
+        torch.ops.iognn.segment_reduce_backward(*bwd[:7], mean.double(), bwd[8], reduces)
     with pytest.raises(ValueError, match="grad_out has 2 features"):
-        torch.ops.iognn.segment_reduce_backward(*bwd[:9], out[:, :2], ["min", "var"])
+        torch.ops.iognn.segment_reduce_backward(*bwd[:8], fwd[0][:, :2], reduces)
     # The process stays usable after an error.
     assert segment_reduce(g, x, ["sum", "std"]).shape == (3, 4)

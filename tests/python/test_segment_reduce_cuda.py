@@ -1,10 +1,11 @@
 """iognn::segment_reduce(_backward) on CUDA against the CPU op (itself tested against PyG).
 
-Every comparison covers the outputs, the arg_min / arg_max / mean auxiliary tensors and grad_x.
-The reference is the CPU op in fp64 on the same (rounded) values, so min / max winners and their
-CSR positions must match exactly in every dtype. Graphs with rows of degree in the thousands or
-the millions go through the split-and-merge path of the CUDA kernels (heavy rows), the others
-through the one-group-per-row path; both are checked for bit-identical reruns.
+Every comparison covers the outputs, the count_min / count_max / mean auxiliary tensors and grad_x.
+The reference is the CPU op in fp64 on the same (rounded) values, so min / max values and their tie
+counts must match exactly in every dtype; the CPU op itself equals PyG, ties included
+(test_segment_reduce.py), and PyG on CUDA is compared directly too. Graphs with rows of degree in
+the thousands or the millions go through the split-and-merge path of the CUDA kernels (heavy
+rows), the others through the one-group-per-row path; both are checked for bit-identical reruns.
 """
 import pytest
 import torch
@@ -32,12 +33,12 @@ def poison_allocator():
 
 
 def run_op(g, x, reduces, grad):
-    """(out, arg_min, arg_max, mean, grad_x) of the forward and backward ops on g's device."""
-    out, arg_min, arg_max, mean = torch.ops.iognn.segment_reduce(
-        g.rowptr, g.col, g.colptr, g.row, g.csc2csr, x, reduces)
+    """(out, count_min, count_max, mean, grad_x) of the forward and backward ops on g's device."""
+    out, count_min, count_max, mean = torch.ops.iognn.segment_reduce(
+        g.rowptr, g.col, g.colptr, g.row, x, reduces)
     grad_x = torch.ops.iognn.segment_reduce_backward(
-        g.colptr, g.row, g.csc2csr, g.rowptr, x, out, arg_min, arg_max, mean, grad, reduces)
-    return out, arg_min, arg_max, mean, grad_x
+        g.colptr, g.row, g.rowptr, x, out, count_min, count_max, mean, grad, reduces)
+    return out, count_min, count_max, mean, grad_x
 
 
 def fp32_atol(g):
@@ -47,9 +48,9 @@ def fp32_atol(g):
     return 5e-3 if longest >= 200 else tolerance(torch.float32)[1]
 
 
-def check_against_cpu(g, x, reduces, seed=0, grad=None):
+def check_against_cpu(g, x, reduces, seed=0, grad=None, tol=None):
     """Runs the CUDA ops on x (any dtype, on the CPU; moved here) and compares every result with the
-    CPU ops on x.double(). Returns the CUDA results."""
+    CPU ops on x.double() (within tol = (rtol, atol) when given). Returns the CUDA results."""
     gen = torch.Generator().manual_seed(seed)
     num_dst = g.rowptr.numel() - 1
     if grad is None:
@@ -61,11 +62,13 @@ def check_against_cpu(g, x, reduces, seed=0, grad=None):
     rtol, atol = tolerance(x.dtype)
     if x.dtype == torch.float32:
         atol = fp32_atol(g)
-    out, arg_min, arg_max, mean, grad_x = (t.cpu() for t in got)
+    if tol is not None:
+        rtol, atol = tol
+    out, count_min, count_max, mean, grad_x = (t.cpu() for t in got)
     assert out.dtype == x.dtype and grad_x.dtype == x.dtype
     torch.testing.assert_close(out.double(), ref[0], rtol=rtol, atol=atol, equal_nan=True)
-    assert torch.equal(arg_min, ref[1].to(arg_min.dtype)), "arg_min differs"
-    assert torch.equal(arg_max, ref[2].to(arg_max.dtype)), "arg_max differs"
+    assert torch.equal(count_min, ref[1].to(count_min.dtype)), "count_min differs"
+    assert torch.equal(count_max, ref[2].to(count_max.dtype)), "count_max differs"
     assert mean.dtype == (torch.float64 if x.dtype == torch.float64 else torch.float32)
     torch.testing.assert_close(mean.double(), ref[3], rtol=rtol, atol=atol, equal_nan=True)
     torch.testing.assert_close(grad_x.double(), ref[4], rtol=rtol, atol=atol, equal_nan=True)
@@ -77,6 +80,12 @@ def distinct_features(num_src, F, gen, dtype):
     min / max ties between different sources, no var close to the std clamp."""
     cols = [torch.randperm(num_src, generator=gen) for _ in range(F)]
     return ((torch.stack(cols, 1) - num_src // 2) / 16.0).to(dtype)
+
+
+def tied_features(num_src, F, gen, dtype):
+    """Small integers (exact in every dtype, 0 included): most rows tie under min and max, and
+    many extrema are 0, where the output's zero fill counts as a tie too."""
+    return torch.randint(-2, 3, (num_src, F), generator=gen).to(dtype)
 
 
 def graph_with_hubs(num_nodes, degrees, extra_edges, seed, out_degrees=(), index_dtype=None):
@@ -112,8 +121,20 @@ def test_matches_cpu_on_every_graph_case(graph_case, reduces):
     g = iognn.Graph(edge_index, size)
     gen = torch.Generator().manual_seed(0)
     for x in (torch.randn(num_src, 5, dtype=torch.float64, generator=gen),   # one element per lane
-              torch.randn(num_src, 8, dtype=torch.float64, generator=gen)):  # 16-byte packs
+              torch.randn(num_src, 8, dtype=torch.float64, generator=gen),   # 16-byte packs
+              tied_features(num_src, 5, gen, torch.float64),                 # ties, per element
+              tied_features(num_src, 8, gen, torch.float64)):                # ties, packed
         check_against_cpu(g, x, reduces)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("reduces", [["min"], ["max"], FUSED[0], ALL_SIX],
+                         ids=["min", "max", "fused4", "all"])
+def test_ties_in_every_dtype(dtype, reduces):
+    # Rows of every degree around the light/heavy thresholds (split rows merge their counts).
+    g = boundary_graph(400, 3000, seed=31)
+    gen = torch.Generator().manual_seed(32)
+    check_against_cpu(g, tied_features(400, 24, gen, dtype), reduces)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
@@ -192,31 +213,61 @@ def test_million_edge_hubs():
     check_against_cpu(g, x.float(), ["min", "max"], seed=11)
 
 
+@pytest.mark.slow
+def test_million_edge_hub_with_ties():
+    # Destination 0: 10^6 in-edges whose values are 5 integers (about 200k ties per value and
+    # feature, counted over many segments); source 1: 10^6 out-edges, about 250 duplicates per
+    # destination, all tied with each other.
+    n, hub = 4096, 1_000_000
+    gen = torch.Generator().manual_seed(33)
+    into_0 = torch.stack([torch.randint(0, n, (hub,), generator=gen), torch.zeros(hub, dtype=torch.long)])
+    out_of_1 = torch.stack([torch.ones(hub, dtype=torch.long), torch.randint(0, n, (hub,), generator=gen)])
+    g = iognn.Graph(torch.cat([into_0, out_of_1, random_edge_index(n, n, 20_000, gen)], 1), n)
+    x = tied_features(n, 16, gen, torch.float64)
+    # A positive gradient: every grad_x entry is a sum of positive shares, checked relatively
+    # (an absolute tolerance would hide a wrong share of 1/200k). fp64 agrees with the CPU up to
+    # the summation order, so any wrong count or share shows; fp32 sums 10^6 shares for source 1.
+    grad = torch.rand(n, 32, generator=gen, dtype=torch.float64) + 0.5
+    _, count_min, count_max, _, _ = check_against_cpu(g, x, ["min", "max"], grad=grad,
+                                                      tol=(1e-9, 1e-12))
+    assert int(count_max[0].min()) > 150_000 and int(count_min[0].min()) > 150_000
+    check_against_cpu(g, x.float(), ["min", "max"], grad=grad.float(), tol=(1e-3, 1e-12))
+    check_against_cpu(g, x, FUSED[0], seed=34)  # fused with mean and std (long sums: fp64)
+
+
+@pytest.mark.parametrize("fill", [0.5, 0.0])
 @pytest.mark.parametrize("degree", [50, 5000])
-def test_ties_go_to_the_first_edge_in_csr_order(degree):
-    # Every value equal: the first edge of each row wins min and max, however the row is split.
+def test_rows_of_equal_values_split_evenly(degree, fill):
+    # Every value equal: each in-edge of row i gets 1 / deg_i of its min and of its max gradient
+    # (1 / (deg_i + 1) for a value of 0: the zero fill ties too), however the row is split.
     g = graph_with_hubs(300, [degree, degree + 1], 600, seed=12)
-    x = torch.full((300, 8), 0.5)
+    x = torch.full((300, 8), fill)
     grad = torch.ones(300, 16)
-    out, arg_min, arg_max, _, grad_x = (t.cpu() for t in run_op(
+    out, count_min, count_max, _, grad_x = (t.cpu() for t in run_op(
         g.to("cuda"), x.cuda(), ["min", "max"], grad.cuda()))
-    deg = g.rowptr[1:] - g.rowptr[:-1]
-    first = torch.where(deg > 0, g.rowptr[:-1], -1).to(arg_min.dtype)
-    assert torch.equal(arg_min, first[:, None].expand(-1, 8))
-    assert torch.equal(arg_max, first[:, None].expand(-1, 8))
-    torch.testing.assert_close(out, torch.where(deg[:, None] > 0, 0.5, 0.0).expand(-1, 16))
-    # Each non-empty row sends its whole min and max gradient (2 per feature) to its first source.
-    expected = torch.zeros(300, 8)
-    firsts = g.col[g.rowptr[:-1][deg > 0].long()].long()
-    expected.index_add_(0, firsts, torch.full((len(firsts), 8), 2.0))
-    torch.testing.assert_close(grad_x, expected)
+    deg = (g.rowptr[1:] - g.rowptr[:-1]).long()
+    assert torch.equal(count_min.long(), deg[:, None].expand(-1, 8))
+    assert torch.equal(count_max.long(), deg[:, None].expand(-1, 8))
+    torch.testing.assert_close(out, torch.where(deg[:, None] > 0, fill, 0.0).expand(-1, 16))
+    share = 2.0 / (deg.double() + (1.0 if fill == 0.0 else 0.0)).clamp(min=1)
+    expected = torch.zeros(300, dtype=torch.float64).index_add_(
+        0, g.col.long(), share.repeat_interleave(deg))
+    torch.testing.assert_close(grad_x, expected.float()[:, None].expand(-1, 8))
+    check_against_cpu(g, x, ["min", "max"], grad=grad)
 
 
-def test_ties_small_example_matches_cpu():
+def test_ties_small_examples_match_cpu():
     ei = torch.tensor([[3, 1, 0, 2, 0, 2, 1], [0, 0, 0, 0, 0, 1, 1]])
     g = iognn.Graph(ei, 4)
     x = torch.tensor([[7.0, -1.0], [5.0, -1.0], [5.0, -1.0], [5.0, 2.0]], dtype=torch.float64)
-    check_against_cpu(g, x, ["min", "max"], grad=torch.ones(4, 4, dtype=torch.float64))
+    got = check_against_cpu(g, x, ["min", "max"], grad=torch.ones(4, 4, dtype=torch.float64))
+    assert got[1].tolist() == [[3, 4], [2, 2], [0, 0], [0, 0]]
+    # A result of 0 (either sign): the zero fill is one more tied element.
+    ei = torch.tensor([[0, 1, 2, 3, 4], [0, 0, 0, 1, 1]])
+    x = torch.tensor([[0.0], [-0.0], [-1.0], [0.0], [3.0]], dtype=torch.float64)
+    grad = torch.tensor([[6.0, 12.0], [6.0, 12.0]] + [[1.0, 1.0]] * 3, dtype=torch.float64)
+    got = check_against_cpu(iognn.Graph(ei, 5), x, ["min", "max"], grad=grad)
+    assert got[4].flatten().tolist() == [4.0, 4.0, 6.0, 3.0, 12.0]
 
 
 @pytest.mark.parametrize("degree", [3, 3000])
@@ -228,16 +279,20 @@ def test_nan_propagates_like_amax(degree):
     x[7, 1] = float("nan")
     got = check_against_cpu(g, x, ["min", "max", "sum"], seed=15)
     assert got[0][0, 0].isnan() and got[0][0, 4].isnan()
+    # as in torch, a NaN result sends NaN to every in-edge of its row
+    sources = g.col[g.rowptr[0]:g.rowptr[1]].long().unique()  # row 0, whose f0 result is NaN
+    assert got[4].cpu()[sources, 0].isnan().all()
 
 
-def test_empty_rows_give_zeros_and_minus_one():
+def test_empty_rows_give_zeros_and_no_ties():
     ei = torch.tensor([[0, 1, 2, 2], [1, 1, 3, 3]])
     g = iognn.Graph(ei, (3, 6))
     x = torch.randn(3, 8, dtype=torch.float64)
-    out, arg_min, arg_max, mean, _ = check_against_cpu(g, x, ALL_SIX)
+    out, count_min, count_max, mean, _ = check_against_cpu(g, x, ALL_SIX)
     empty = torch.tensor([0, 2, 4, 5])
     assert torch.equal(out.cpu()[empty], torch.zeros(4, 48, dtype=torch.float64))
-    assert (arg_min.cpu()[empty] == -1).all() and (arg_max.cpu()[empty] == -1).all()
+    assert (count_min.cpu()[empty] == 0).all() and (count_max.cpu()[empty] == 0).all()
+    assert (count_max.cpu()[3] == 2).all()  # source 2's duplicate edge ties with itself
     assert (mean.cpu()[empty] == 0).all()
 
 
@@ -245,17 +300,19 @@ def test_no_edges_and_no_features():
     g = iognn.Graph(torch.empty(2, 0, dtype=torch.long), (4, 3))
     check_against_cpu(g, torch.randn(4, 5), ALL_SIX)  # grad_x must be written as zeros
     g = graph_with_hubs(10, [3], 10, seed=16)
-    out, arg_min, _, _, grad_x = run_op(g.to("cuda"), torch.empty(10, 0, device="cuda"), ALL_SIX,
-                                        torch.empty(10, 0, device="cuda"))
-    assert out.shape == (10, 0) and arg_min.shape == (10, 0) and grad_x.shape == (10, 0)
+    out, count_min, _, _, grad_x = run_op(g.to("cuda"), torch.empty(10, 0, device="cuda"), ALL_SIX,
+                                          torch.empty(10, 0, device="cuda"))
+    assert out.shape == (10, 0) and count_min.shape == (10, 0) and grad_x.shape == (10, 0)
 
 
+@pytest.mark.parametrize("values", ["continuous", "tied"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_bitwise_deterministic(dtype):
+def test_bitwise_deterministic(dtype, values):
     g = graph_with_hubs(2000, [200_000, 30_000, 3000], 40_000, seed=17,
                         out_degrees=[100_000, 5000]).to("cuda")
     gen = torch.Generator().manual_seed(18)
-    x = torch.randn(2000, 64, generator=gen).to(dtype).cuda()
+    x = (torch.randn(2000, 64, generator=gen) if values == "continuous"
+         else tied_features(2000, 64, gen, torch.float32)).to(dtype).cuda()
     grad = torch.randn(2000, 6 * 64, generator=gen).to(dtype).cuda()
     first = run_op(g, x, ALL_SIX, grad)
     poison_allocator()
@@ -294,14 +351,30 @@ def test_autograd_through_the_functional_op():
     torch.testing.assert_close(grads[1], grads[0])
 
 
-def test_matches_pyg_on_cuda():
+@pytest.mark.parametrize("reduces", [["min"], ["max"], FUSED[0], ALL_SIX],
+                         ids=["min", "max", "fused4", "all"])
+@pytest.mark.parametrize("values", ["continuous", "tied"])
+def test_matches_pyg_on_cuda(values, reduces):
+    # PyG's CUDA path (torch.scatter_reduce, or torch_scatter when installed, which has no tie
+    # split: then only continuous values are compared), outputs and gradients, in fp64 so that
+    # only the order of PyG's atomic sums differs.
+    from torch_geometric import typing as pyg_typing
     from torch_geometric.nn import aggr
-    g = graph_with_hubs(150, [2000], 900, seed=23)
-    x = torch.randn(150, 10, device="cuda")
-    ei = g.edge_index.cuda()
-    module = aggr.MultiAggregation(ALL_SIX, mode="cat")
-    ref = module(x.index_select(0, ei[0].long()), index=ei[1].long(), dim_size=150)
-    torch.testing.assert_close(segment_reduce(g.to("cuda"), x, ALL_SIX), ref, rtol=1e-4, atol=1e-4)
+    if values == "tied" and pyg_typing.WITH_TORCH_SCATTER:
+        pytest.skip("torch_scatter's min/max backward gives ties to one element")
+    g = graph_with_hubs(150, [2000], 900, seed=23, out_degrees=[1500])
+    gen = torch.Generator().manual_seed(35)
+    x = (torch.randn(150, 10, generator=gen, dtype=torch.float64) if values == "continuous"
+         else tied_features(150, 10, gen, torch.float64)).cuda().requires_grad_()
+    ei = g.edge_index.cuda().long()
+    module = (aggr.MultiAggregation(reduces, mode="cat") if len(reduces) > 1
+              else aggr.MinAggregation() if reduces == ["min"] else aggr.MaxAggregation())
+    ref = module(x.index_select(0, ei[0]), index=ei[1], dim_size=150)
+    out = segment_reduce(g.to("cuda"), x, reduces)
+    torch.testing.assert_close(out, ref)
+    grad = torch.randn(out.shape, generator=gen, dtype=torch.float64).cuda()
+    torch.testing.assert_close(torch.autograd.grad(out, x, grad)[0],
+                               torch.autograd.grad(ref, x, grad)[0])
 
 
 @pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
@@ -314,23 +387,24 @@ def test_opcheck(index_dtype, reduces):
         assert g.index_dtype == index_dtype
         n = g.num_src_nodes
         x = torch.randn(n, 5, generator=gen).cuda().requires_grad_()
-        args = (g.rowptr, g.col, g.colptr, g.row, g.csc2csr, x, reduces)
+        args = (g.rowptr, g.col, g.colptr, g.row, x, reduces)
         torch.library.opcheck(torch.ops.iognn.segment_reduce.default, args)
-        out, arg_min, arg_max, mean = torch.ops.iognn.segment_reduce(*args[:5], x.detach(), reduces)
+        out, count_min, count_max, mean = torch.ops.iognn.segment_reduce(*args[:4], x.detach(),
+                                                                         reduces)
         grad = torch.randn(out.shape, generator=gen).cuda()
         torch.library.opcheck(torch.ops.iognn.segment_reduce_backward.default,
-                              (g.colptr, g.row, g.csc2csr, g.rowptr, x.detach(), out, arg_min,
-                               arg_max, mean, grad, reduces))
+                              (g.colptr, g.row, g.rowptr, x.detach(), out, count_min, count_max,
+                               mean, grad, reduces))
 
 
 def test_device_mismatch_raises():
     g = graph_with_hubs(10, [3], 10, seed=26)
     x = torch.randn(10, 2, device="cuda")
     with pytest.raises(ValueError, match="rowptr is on cpu"):
-        torch.ops.iognn.segment_reduce(g.rowptr, g.col, g.colptr, g.row, g.csc2csr, x, ["sum"])
+        torch.ops.iognn.segment_reduce(g.rowptr, g.col, g.colptr, g.row, x, ["sum"])
     with pytest.raises(ValueError, match="unknown reduction 'median'"):
         g = g.to("cuda")
-        torch.ops.iognn.segment_reduce(g.rowptr, g.col, g.colptr, g.row, g.csc2csr, x, ["median"])
+        torch.ops.iognn.segment_reduce(g.rowptr, g.col, g.colptr, g.row, x, ["median"])
 
 
 # ---- small cases for compute-sanitizer (memcheck, racecheck) -------------------------------------

@@ -26,14 +26,14 @@ at::Tensor workspace_like(size_t bytes, const at::Tensor& x) {
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> segment_reduce_cuda(
     const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& colptr,
-    const at::Tensor& row, const at::Tensor& csc2csr, const at::Tensor& x_in,
-    std::vector<std::string> reduce_names) {
+    const at::Tensor& row, const at::Tensor& x_in, std::vector<std::string> reduce_names) {
   constexpr const char* op = "iognn::segment_reduce";
-  const SegmentReduceCall call = check_segment_reduce(op, rowptr, col, colptr, x_in, reduce_names);
+  const SegmentReduceCall call =
+      check_segment_reduce(op, rowptr, col, colptr, row, x_in, reduce_names);
   const c10::cuda::CUDAGuard guard(x_in.device());
   const at::Tensor x = last_dim_contiguous(x_in);
-  auto [out, arg_min, arg_max, mean] = empty_segment_reduce_outputs(call, x, rowptr);
-  if (out.numel() == 0) return {out, arg_min, arg_max, mean};
+  auto [out, count_min, count_max, mean] = empty_segment_reduce_outputs(call, x, rowptr);
+  if (out.numel() == 0) return {out, count_min, count_max, mean};
   const int64_t num_edges = col.numel();
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   dispatch_float(x.scalar_type(), op, [&](auto ft) {
@@ -45,30 +45,30 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> segment_reduce_cuda(
       translate_errors([&] {
         cuda::segment_reduce_forward<T, I>(
             cptr<I>(rowptr), cptr<I>(col), cptr<T>(x), x.stride(0), call.num_dst, num_edges,
-            call.F, call.reduces, ptr<T>(out), call.want_min ? ptr<I>(arg_min) : nullptr,
-            call.want_max ? ptr<I>(arg_max) : nullptr,
+            call.F, call.reduces, ptr<T>(out), call.want_min ? ptr<I>(count_min) : nullptr,
+            call.want_max ? ptr<I>(count_max) : nullptr,
             call.want_mean ? ptr<acc_t<T>>(mean) : nullptr, ws.data_ptr(), size_t(ws.numel()),
             stream);
       });
     });
   });
-  return {out, arg_min, arg_max, mean};
+  return {out, count_min, count_max, mean};
 }
 
 at::Tensor segment_reduce_backward_cuda(const at::Tensor& colptr, const at::Tensor& row,
-                                        const at::Tensor& csc2csr, const at::Tensor& rowptr,
-                                        const at::Tensor& x_in, const at::Tensor& out_in,
-                                        const at::Tensor& arg_min_in, const at::Tensor& arg_max_in,
-                                        const at::Tensor& mean_in, const at::Tensor& grad_out_in,
+                                        const at::Tensor& rowptr, const at::Tensor& x_in,
+                                        const at::Tensor& out_in, const at::Tensor& count_min_in,
+                                        const at::Tensor& count_max_in, const at::Tensor& mean_in,
+                                        const at::Tensor& grad_out_in,
                                         std::vector<std::string> reduce_names) {
   constexpr const char* op = "iognn::segment_reduce_backward";
   const SegmentReduceCall call =
-      check_segment_reduce_backward(op, colptr, row, csc2csr, rowptr, x_in, out_in, arg_min_in,
-                                    arg_max_in, mean_in, grad_out_in, reduce_names);
+      check_segment_reduce_backward(op, colptr, row, rowptr, x_in, out_in, count_min_in,
+                                    count_max_in, mean_in, grad_out_in, reduce_names);
   const c10::cuda::CUDAGuard guard(x_in.device());
   const at::Tensor x = last_dim_contiguous(x_in);
   const at::Tensor out = out_in.contiguous(), grad_out = grad_out_in.contiguous();
-  const at::Tensor arg_min = arg_min_in.contiguous(), arg_max = arg_max_in.contiguous();
+  const at::Tensor count_min = count_min_in.contiguous(), count_max = count_max_in.contiguous();
   const at::Tensor mean = mean_in.contiguous();
   at::Tensor grad_x = at::empty({call.num_src, call.F}, x.options());
   if (grad_x.numel() == 0) return grad_x;
@@ -82,9 +82,9 @@ at::Tensor segment_reduce_backward_cuda(const at::Tensor& colptr, const at::Tens
       using I = typename decltype(it)::type;
       translate_errors([&] {
         cuda::segment_reduce_backward<T, I>(
-            cptr<I>(colptr), cptr<I>(row), cptr<I>(csc2csr), cptr<I>(rowptr), cptr<T>(x),
-            x.stride(0), cptr<T>(out), call.want_min ? cptr<I>(arg_min) : nullptr,
-            call.want_max ? cptr<I>(arg_max) : nullptr,
+            cptr<I>(colptr), cptr<I>(row), cptr<I>(rowptr), cptr<T>(x), x.stride(0),
+            cptr<T>(out), call.want_min ? cptr<I>(count_min) : nullptr,
+            call.want_max ? cptr<I>(count_max) : nullptr,
             call.want_mean ? cptr<acc_t<T>>(mean) : nullptr, cptr<T>(grad_out), call.num_src,
             num_edges, call.F, call.reduces, ptr<T>(grad_x), ws.data_ptr(), size_t(ws.numel()),
             stream);

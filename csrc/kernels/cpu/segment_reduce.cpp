@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "kernels/cpu/instantiate.h"
+#include "kernels/cpu/segment_extremum.h"
 
 namespace iognn::cpu {
 
@@ -34,6 +35,15 @@ bool segment_reduce_needs_mean(const std::vector<SegmentReduce>& reduces) {
          segment_reduce_has(reduces, SegmentReduce::kStd);
 }
 
+bool segment_reduce_backward_needs_x(const std::vector<SegmentReduce>& reduces) {
+  return segment_reduce_needs_mean(reduces) || segment_reduce_has(reduces, SegmentReduce::kMin) ||
+         segment_reduce_has(reduces, SegmentReduce::kMax);
+}
+
+bool segment_reduce_backward_needs_degree(const std::vector<SegmentReduce>& reduces) {
+  return segment_reduce_needs_mean(reduces) || segment_reduce_has(reduces, SegmentReduce::kMean);
+}
+
 namespace {
 // PyG's StdAggregation: sqrt(clamp(var, min=1e-5)), masked to 0 where <= sqrt(1e-5). Both
 // constants are rounded to the accumulation type, as torch does for a Python scalar.
@@ -43,13 +53,16 @@ acc masked_std(acc var) {
   return s <= acc(0.0031622776601683794) ? acc(0) : s;
 }
 
-// Running feature-wise extremum with its CSR position: the first edge wins ties, a NaN replaces
-// any number and is never replaced (torch.amax / amin semantics).
-template <typename acc, typename Better>
-void update_extremum(acc v, int64_t p, acc& best, int64_t& arg, Better better) {
-  if (arg < 0 || better(v, best) || (v != v && best == best)) {
-    best = v;
-    arg = p;
+// Adds the min / max gradient of row i (value o = out_i, its count and gradient g) that reaches
+// source values xj: only tied edges (or every edge of a NaN result) receive a share.
+template <typename T, typename index_t>
+void add_extremum_grad(const T* xj, const T* o, const index_t* count, const T* g, int64_t F,
+                       acc_t<T>* sum) {
+  using acc = acc_t<T>;
+  for (int64_t f = 0; f < F; ++f) {
+    const acc out_f = load(o + f);
+    if (extremum_receives(load(xj + f), out_f))
+      sum[f] += extremum_share(out_f, acc(count[f]), load(g + f));
   }
 }
 }  // namespace
@@ -57,7 +70,7 @@ void update_extremum(acc v, int64_t p, acc& best, int64_t& arg, Better better) {
 template <typename T, typename index_t>
 void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* x, int64_t x_stride,
                             int64_t num_dst, int64_t F, const std::vector<SegmentReduce>& reduces,
-                            T* out, index_t* arg_min, index_t* arg_max, acc_t<T>* mean) {
+                            T* out, index_t* count_min, index_t* count_max, acc_t<T>* mean) {
   using acc = acc_t<T>;
   const int64_t K = int64_t(reduces.size());
   const bool want_min = segment_reduce_has(reduces, SegmentReduce::kMin);
@@ -65,17 +78,17 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
   const bool want_sq = segment_reduce_needs_mean(reduces);
   const bool want_sum = want_sq || segment_reduce_has(reduces, SegmentReduce::kSum) ||
                         segment_reduce_has(reduces, SegmentReduce::kMean);
-  const auto less = [](acc a, acc b) { return a < b; };
-  const auto more = [](acc a, acc b) { return a > b; };
   parallel_for(0, num_dst, 64, [&](int64_t lo, int64_t hi) {
     std::vector<acc> sum(F), sum_sq(F), min_v(F), max_v(F), avg(F), var(F);
-    std::vector<int64_t> min_p(F), max_p(F);
+    std::vector<int64_t> min_n(F), max_n(F);  // edges holding the running min / max
     for (int64_t i = lo; i < hi; ++i) {
       const int64_t begin = rowptr[i], end = rowptr[i + 1];
       std::fill(sum.begin(), sum.end(), acc(0));
       std::fill(sum_sq.begin(), sum_sq.end(), acc(0));
-      std::fill(min_p.begin(), min_p.end(), int64_t(-1));
-      std::fill(max_p.begin(), max_p.end(), int64_t(-1));
+      for (int64_t f = 0; f < F; ++f) {
+        extremum_init<false>(min_v[f], min_n[f]);
+        extremum_init<true>(max_v[f], max_n[f]);
+      }
       for (int64_t p = begin; p < end; ++p) {
         const T* xj = x + int64_t(col[p]) * x_stride;
         if (want_sum)
@@ -83,12 +96,11 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
         if (want_sq)
           for (int64_t f = 0; f < F; ++f) sum_sq[f] += load(xj + f) * load(xj + f);
         if (want_min)
-          for (int64_t f = 0; f < F; ++f)
-            update_extremum(load(xj + f), p, min_v[f], min_p[f], less);
+          for (int64_t f = 0; f < F; ++f) extremum_add<false>(min_v[f], min_n[f], load(xj + f));
         if (want_max)
-          for (int64_t f = 0; f < F; ++f)
-            update_extremum(load(xj + f), p, max_v[f], max_p[f], more);
+          for (int64_t f = 0; f < F; ++f) extremum_add<true>(max_v[f], max_n[f], load(xj + f));
       }
+      const bool empty = end == begin;
       const acc count = acc(std::max<int64_t>(end - begin, 1));
       for (int64_t f = 0; f < F; ++f) {
         avg[f] = sum[f] / count;
@@ -102,8 +114,8 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
           switch (reduces[k]) {
             case SegmentReduce::kSum: v = sum[f]; break;
             case SegmentReduce::kMean: v = avg[f]; break;
-            case SegmentReduce::kMin: v = min_p[f] < 0 ? acc(0) : min_v[f]; break;
-            case SegmentReduce::kMax: v = max_p[f] < 0 ? acc(0) : max_v[f]; break;
+            case SegmentReduce::kMin: v = empty ? acc(0) : min_v[f]; break;
+            case SegmentReduce::kMax: v = empty ? acc(0) : max_v[f]; break;
             case SegmentReduce::kVar: v = var[f]; break;
             case SegmentReduce::kStd: v = masked_std(var[f]); break;
           }
@@ -111,8 +123,8 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
         }
       }
       for (int64_t f = 0; f < F; ++f) {
-        if (arg_min) arg_min[i * F + f] = index_t(min_p[f]);
-        if (arg_max) arg_max[i * F + f] = index_t(max_p[f]);
+        if (count_min) count_min[i * F + f] = index_t(min_n[f]);
+        if (count_max) count_max[i * F + f] = index_t(max_n[f]);
         if (mean) mean[i * F + f] = avg[f];
       }
     }
@@ -120,11 +132,11 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
 }
 
 template <typename T, typename index_t>
-void segment_reduce_backward(const index_t* colptr, const index_t* row, const index_t* csc2csr,
-                             const index_t* rowptr, const T* x, int64_t x_stride, const T* out,
-                             const index_t* arg_min, const index_t* arg_max,
-                             const acc_t<T>* mean, const T* grad_out, int64_t num_src, int64_t F,
-                             const std::vector<SegmentReduce>& reduces, T* grad_x) {
+void segment_reduce_backward(const index_t* colptr, const index_t* row, const index_t* rowptr,
+                             const T* x, int64_t x_stride, const T* out, const index_t* count_min,
+                             const index_t* count_max, const acc_t<T>* mean, const T* grad_out,
+                             int64_t num_src, int64_t F, const std::vector<SegmentReduce>& reduces,
+                             T* grad_x) {
   using acc = acc_t<T>;
   const int64_t K = int64_t(reduces.size());
   parallel_for(0, num_src, 64, [&](int64_t lo, int64_t hi) {
@@ -133,10 +145,11 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
       std::fill(sum.begin(), sum.end(), acc(0));
       const T* xj = x + j * x_stride;
       for (int64_t q = colptr[j]; q < colptr[j + 1]; ++q) {
-        const int64_t i = row[q], p = csc2csr[q];
-        const acc deg = acc(rowptr[i + 1] - rowptr[i]);  // >= 1: edge p is in row i
+        const int64_t i = row[q];
+        const acc deg = acc(rowptr[i + 1] - rowptr[i]);  // >= 1: edge q is in row i
         for (int64_t k = 0; k < K; ++k) {
           const T* g = grad_out + i * K * F + k * F;
+          const T* o = out + i * K * F + k * F;
           switch (reduces[k]) {
             case SegmentReduce::kSum:
               for (int64_t f = 0; f < F; ++f) sum[f] += load(g + f);
@@ -145,26 +158,22 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
               for (int64_t f = 0; f < F; ++f) sum[f] += load(g + f) / deg;
               break;
             case SegmentReduce::kMin:
-              for (int64_t f = 0; f < F; ++f)
-                if (int64_t(arg_min[i * F + f]) == p) sum[f] += load(g + f);
+              add_extremum_grad(xj, o, count_min + i * F, g, F, sum.data());
               break;
             case SegmentReduce::kMax:
-              for (int64_t f = 0; f < F; ++f)
-                if (int64_t(arg_max[i * F + f]) == p) sum[f] += load(g + f);
+              add_extremum_grad(xj, o, count_max + i * F, g, F, sum.data());
               break;
             case SegmentReduce::kVar:
               for (int64_t f = 0; f < F; ++f)
                 sum[f] += acc(2) * load(g + f) * (load(xj + f) - mean[i * F + f]) / deg;
               break;
-            case SegmentReduce::kStd: {
-              const T* s = out + i * K * F + k * F;
+            case SegmentReduce::kStd:
               for (int64_t f = 0; f < F; ++f) {
-                const acc std_i = load(s + f);
+                const acc std_i = load(o + f);
                 if (std_i > acc(0))  // masked or NaN std: PyG's clamp passes no gradient
                   sum[f] += load(g + f) * (load(xj + f) - mean[i * F + f]) / (deg * std_i);
               }
               break;
-            }
           }
         }
       }
@@ -178,8 +187,8 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
       const index_t*, const index_t*, const T*, int64_t, int64_t, int64_t,                         \
       const std::vector<SegmentReduce>&, T*, index_t*, index_t*, acc_t<T>*);                       \
   template void segment_reduce_backward<T, index_t>(                                               \
-      const index_t*, const index_t*, const index_t*, const index_t*, const T*, int64_t, const T*, \
-      const index_t*, const index_t*, const acc_t<T>*, const T*, int64_t, int64_t,                 \
+      const index_t*, const index_t*, const index_t*, const T*, int64_t, const T*, const index_t*,  \
+      const index_t*, const acc_t<T>*, const T*, int64_t, int64_t,                                 \
       const std::vector<SegmentReduce>&, T*);
 IOGNN_FOR_ALL_TYPES(IOGNN_SEGMENT_REDUCE)
 

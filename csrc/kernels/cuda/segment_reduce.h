@@ -2,8 +2,9 @@
 // target i, several fused in one pass), torch-free launch API on raw device pointers.
 //
 // Same contract as the host kernels (kernels/cpu/segment_reduce.h): shapes, PyG's empty-row zeros,
-// var = E[x^2] - E[x]^2, the std clamp and mask, min/max arg = CSR position of the first winning
-// edge (-1 for an empty row), NaN propagation as torch.amax, the mean aux output in acc_t<T>.
+// var = E[x^2] - E[x]^2, the std clamp and mask, NaN propagation as torch.amax, the min / max tie
+// counts and torch's even split of their gradient (the same code: kernels/cpu/segment_extremum.h),
+// the mean aux output in acc_t<T>. Min, max and the counts equal the host kernels' exactly.
 // Results are bit-identical run to run (no float atomics); sums may differ from the host kernels in
 // the last bits for rows split over several segments (a different, but fixed, summation order).
 //
@@ -34,29 +35,29 @@ template <typename T>
 size_t segment_reduce_forward_workspace(int64_t num_dst, int64_t num_edges, int64_t F);
 
 // Forward: x [num_src, F] with row stride x_stride (feature stride 1); out [num_dst, K*F]
-// contiguous; arg_min / arg_max [num_dst, F] written when min / max is requested (else nullptr);
-// mean [num_dst, F] written when var or std is requested (else nullptr).
+// contiguous; count_min / count_max [num_dst, F] written when min / max is requested (else
+// nullptr); mean [num_dst, F] written when var or std is requested (else nullptr).
 template <typename T, typename index_t>
 void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* x, int64_t x_stride,
                             int64_t num_dst, int64_t num_edges, int64_t F,
-                            const std::vector<SegmentReduce>& reduces, T* out, index_t* arg_min,
-                            index_t* arg_max, acc_t<T>* mean, void* workspace,
+                            const std::vector<SegmentReduce>& reduces, T* out, index_t* count_min,
+                            index_t* count_max, acc_t<T>* mean, void* workspace,
                             size_t workspace_bytes, cudaStream_t stream);
 
 // Workspace bytes of segment_reduce_backward for num_src sources and num_edges edges.
 template <typename T>
 size_t segment_reduce_backward_workspace(int64_t num_src, int64_t num_edges, int64_t F);
 
-// Backward: grad_x [num_src, F] (contiguous), gathered over the transposed CSR (colptr, row,
-// csc2csr) exactly as the host kernel does; out, arg_min, arg_max, mean are the forward's outputs
+// Backward: grad_x [num_src, F] (contiguous), gathered over the transposed CSR (colptr, row)
+// exactly as the host kernel does; out, count_min, count_max, mean are the forward's outputs
 // (contiguous; the aux pointers may be nullptr when their reduction is not requested), grad_out
-// [num_dst, K*F] contiguous.
+// [num_dst, K*F] contiguous. A min / max gradient and count are only read for an edge whose value
+// equals the result (or for a NaN result): other edges cost one read of out per feature.
 template <typename T, typename index_t>
-void segment_reduce_backward(const index_t* colptr, const index_t* row, const index_t* csc2csr,
-                             const index_t* rowptr, const T* x, int64_t x_stride, const T* out,
-                             const index_t* arg_min, const index_t* arg_max,
-                             const acc_t<T>* mean, const T* grad_out, int64_t num_src,
-                             int64_t num_edges, int64_t F,
+void segment_reduce_backward(const index_t* colptr, const index_t* row, const index_t* rowptr,
+                             const T* x, int64_t x_stride, const T* out, const index_t* count_min,
+                             const index_t* count_max, const acc_t<T>* mean, const T* grad_out,
+                             int64_t num_src, int64_t num_edges, int64_t F,
                              const std::vector<SegmentReduce>& reduces, T* grad_x,
                              void* workspace, size_t workspace_bytes, cudaStream_t stream);
 

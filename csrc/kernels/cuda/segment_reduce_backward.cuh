@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "kernels/cpu/segment_extremum.h"
 #include "kernels/cuda/segment_reduce.h"
 #include "kernels/cuda/segment_reduce_common.cuh"
 #include "kernels/cuda/segment_reduce_schedule.cuh"
@@ -28,18 +29,18 @@ struct BackwardOp {
 
   const index_t* colptr;
   const index_t* row;
-  const index_t* csc2csr;
   const index_t* rowptr;
   const T* x;
   int64_t x_stride;
   const T* out;
-  const index_t* arg_min;
-  const index_t* arg_max;
+  const index_t* count_min;
+  const index_t* count_max;
   const acc* mean;
   const T* grad_out;
   int64_t F;
   ReduceList reduces;
-  bool need_x;  // var or std requested
+  bool need_x;       // var, std, min or max requested
+  bool need_degree;  // mean, var or std requested
   T* grad_x;
 
   __device__ int64_t offset(int64_t j) const { return int64_t(colptr[j]); }
@@ -50,52 +51,73 @@ struct BackwardOp {
     for (int e = 0; e < VEC; ++e) s.sum[e] = acc(0);
   }
 
-  // Adds the gradient that out-edge j -> i (CSR position p) sends to x_j, all reductions in order.
+  // min / max: only the edges holding the result o (or all, for a NaN result) get a share of the
+  // gradient, so its gradient and count are only read when some lane-feature needs them.
   template <int VEC>
-  __device__ void add_edge(State<VEC>& s, const acc (&xj)[VEC], int64_t i, int64_t p,
-                           int64_t f0) const {
-    const int64_t K = reduces.count;
-    const acc deg = acc(int64_t(rowptr[i + 1]) - int64_t(rowptr[i]));  // >= 1: p is in row i
-    const T* g_i = grad_out + i * K * F + f0;
-    const int64_t aux = i * F + f0;
-    Pack<T, VEC> g[kMaxReduces];
+  __device__ void add_extremum(State<VEC>& s, const acc (&xj)[VEC], const Pack<T, VEC>& o,
+                               const T* g, const index_t* count) const {
+    bool any = false;
 #pragma unroll
-    for (int k = 0; k < kMaxReduces; ++k)
-      if (k < K) g[k] = load_pack<T, VEC>(g_i + k * F);
+    for (int e = 0; e < VEC; ++e) any |= extremum_receives(xj[e], to_acc(o.v[e]));
+    if (!any) return;
+    const Pack<T, VEC> gp = load_pack<T, VEC>(g);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const acc oe = to_acc(o.v[e]);
+      if (extremum_receives(xj[e], oe))
+        s.sum[e] += extremum_share(oe, acc(count[e]), to_acc(gp.v[e]));
+    }
+  }
+
+  // Adds the gradient that out-edge j -> i sends to x_j, all reductions in request order.
+  template <int VEC>
+  __device__ void add_edge(State<VEC>& s, const acc (&xj)[VEC], int64_t i, int64_t f0) const {
+    const int64_t K = reduces.count;
+    const acc deg =  // >= 1: the edge is in row i
+        need_degree ? acc(int64_t(rowptr[i + 1]) - int64_t(rowptr[i])) : acc(1);
+    const T* g_i = grad_out + i * K * F + f0;
+    const T* out_i = out + i * K * F + f0;
+    const int64_t aux = i * F + f0;
+    // One pack per reduction, all loads issued before any is used: the gradient, except for min /
+    // max, whose result is read first (add_extremum reads their gradient only where needed).
+    Pack<T, VEC> v[kMaxReduces];
 #pragma unroll
     for (int k = 0; k < kMaxReduces; ++k) {
-      if (k >= K) continue;  // (not break: keeps the loop unrolled and g in registers)
+      if (k >= K) continue;
+      const auto code = SegmentReduce(reduces.code[k]);
+      const bool extremum = code == SegmentReduce::kMin || code == SegmentReduce::kMax;
+      v[k] = load_pack<T, VEC>((extremum ? out_i : g_i) + k * F);
+    }
+#pragma unroll
+    for (int k = 0; k < kMaxReduces; ++k) {
+      if (k >= K) continue;  // (not break: keeps the loop unrolled and v in registers)
       switch (SegmentReduce(reduces.code[k])) {
         case SegmentReduce::kSum:
 #pragma unroll
-          for (int e = 0; e < VEC; ++e) s.sum[e] += to_acc(g[k].v[e]);
+          for (int e = 0; e < VEC; ++e) s.sum[e] += to_acc(v[k].v[e]);
           break;
         case SegmentReduce::kMean:
 #pragma unroll
-          for (int e = 0; e < VEC; ++e) s.sum[e] += to_acc(g[k].v[e]) / deg;
+          for (int e = 0; e < VEC; ++e) s.sum[e] += to_acc(v[k].v[e]) / deg;
           break;
         case SegmentReduce::kMin:
-#pragma unroll
-          for (int e = 0; e < VEC; ++e)
-            if (int64_t(arg_min[aux + e]) == p) s.sum[e] += to_acc(g[k].v[e]);
+          add_extremum(s, xj, v[k], g_i + k * F, count_min + aux);
           break;
         case SegmentReduce::kMax:
-#pragma unroll
-          for (int e = 0; e < VEC; ++e)
-            if (int64_t(arg_max[aux + e]) == p) s.sum[e] += to_acc(g[k].v[e]);
+          add_extremum(s, xj, v[k], g_i + k * F, count_max + aux);
           break;
         case SegmentReduce::kVar:
 #pragma unroll
           for (int e = 0; e < VEC; ++e)
-            s.sum[e] += acc(2) * to_acc(g[k].v[e]) * (xj[e] - mean[aux + e]) / deg;
+            s.sum[e] += acc(2) * to_acc(v[k].v[e]) * (xj[e] - mean[aux + e]) / deg;
           break;
         case SegmentReduce::kStd: {
-          const Pack<T, VEC> sd = load_pack<T, VEC>(out + i * K * F + k * F + f0);
+          const Pack<T, VEC> sd = load_pack<T, VEC>(out_i + k * F);
 #pragma unroll
           for (int e = 0; e < VEC; ++e) {
             const acc std_i = to_acc(sd.v[e]);
             if (std_i > acc(0))  // masked or NaN std: PyG's clamp passes no gradient
-              s.sum[e] += to_acc(g[k].v[e]) * (xj[e] - mean[aux + e]) / (deg * std_i);
+              s.sum[e] += to_acc(v[k].v[e]) * (xj[e] - mean[aux + e]) / (deg * std_i);
           }
           break;
         }
@@ -118,16 +140,13 @@ struct BackwardOp {
     }
     int64_t q = begin;
     for (; q + kEdgeUnroll <= end; q += kEdgeUnroll) {
-      int64_t i[kEdgeUnroll], p[kEdgeUnroll];
+      int64_t i[kEdgeUnroll];
 #pragma unroll
-      for (int u = 0; u < kEdgeUnroll; ++u) {
-        i[u] = int64_t(row[q + u]);
-        p[u] = int64_t(csc2csr[q + u]);
-      }
+      for (int u = 0; u < kEdgeUnroll; ++u) i[u] = int64_t(row[q + u]);
 #pragma unroll
-      for (int u = 0; u < kEdgeUnroll; ++u) add_edge(s, xj, i[u], p[u], f0);
+      for (int u = 0; u < kEdgeUnroll; ++u) add_edge(s, xj, i[u], f0);
     }
-    for (; q < end; ++q) add_edge(s, xj, int64_t(row[q]), int64_t(csc2csr[q]), f0);
+    for (; q < end; ++q) add_edge(s, xj, int64_t(row[q]), f0);
   }
 
   template <int VEC>
@@ -176,18 +195,18 @@ size_t segment_reduce_backward_workspace(int64_t num_src, int64_t num_edges, int
 }
 
 template <typename T, typename index_t>
-void segment_reduce_backward(const index_t* colptr, const index_t* row, const index_t* csc2csr,
-                             const index_t* rowptr, const T* x, int64_t x_stride, const T* out,
-                             const index_t* arg_min, const index_t* arg_max,
-                             const acc_t<T>* mean, const T* grad_out, int64_t num_src,
-                             int64_t num_edges, int64_t F,
+void segment_reduce_backward(const index_t* colptr, const index_t* row, const index_t* rowptr,
+                             const T* x, int64_t x_stride, const T* out, const index_t* count_min,
+                             const index_t* count_max, const acc_t<T>* mean, const T* grad_out,
+                             int64_t num_src, int64_t num_edges, int64_t F,
                              const std::vector<SegmentReduce>& reduces, T* grad_x,
                              void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   const sr::ReduceList list = sr::make_reduce_list(reduces);
-  const bool need_x = cpu::segment_reduce_needs_mean(reduces);
-  const sr::BackwardOp<T, index_t> op{colptr, row,      csc2csr, rowptr, x,
-                                      x_stride, out,    arg_min, arg_max, mean,
-                                      grad_out, F,      list,    need_x, grad_x};
+  const bool need_x = cpu::segment_reduce_backward_needs_x(reduces);
+  const bool need_degree = cpu::segment_reduce_backward_needs_degree(reduces);
+  const sr::BackwardOp<T, index_t> op{colptr,   row,       rowptr,    x,      x_stride,
+                                      out,      count_min, count_max, mean,   grad_out,
+                                      F,        list,      need_x,    need_degree, grad_x};
   const sr::HeavyPlan plan = sr::backward_plan<T>(num_src, num_edges, F);
   // 16-byte packs when every packed access (x, out, grad_out, grad_x) stays aligned.
   constexpr int kVec = 16 / sizeof(T);
@@ -203,7 +222,7 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
 // Instantiates the backward entry points for one storage type (both index types).
 #define IOGNN_SEGMENT_REDUCE_BACKWARD_CUDA_FOR(T, I)                                         \
   template void iognn::cuda::segment_reduce_backward<T, I>(                                  \
-      const I*, const I*, const I*, const I*, const T*, int64_t, const T*, const I*, const I*, \
+      const I*, const I*, const I*, const T*, int64_t, const T*, const I*, const I*,           \
       const iognn::acc_t<T>*, const T*, int64_t, int64_t, int64_t,                           \
       const std::vector<iognn::cuda::SegmentReduce>&, T*, void*, size_t, cudaStream_t);
 #define IOGNN_SEGMENT_REDUCE_BACKWARD_CUDA(T)                                                  \

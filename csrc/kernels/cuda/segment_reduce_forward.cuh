@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/segment_extremum.h"
 #include "kernels/cuda/segment_reduce.h"
 #include "kernels/cuda/segment_reduce_common.cuh"
 #include "kernels/cuda/segment_reduce_schedule.cuh"
@@ -25,19 +26,8 @@ __device__ __forceinline__ acc masked_std(acc var) {
   return s <= acc(0.0031622776601683794) ? acc(0) : s;
 }
 
-// (best, at) <- (v, p) when the later candidate v wins: strictly better, or the first NaN
-// (torch.amax: a NaN beats every number and is never replaced). at < 0 marks "no edge yet".
-template <bool kMax, typename acc>
-__device__ __forceinline__ void take_if_better(acc& best, int64_t& at, acc v, int64_t p) {
-  const bool better = kMax ? v > best : v < best;
-  if (at < 0 || better || (v != v && best == best)) {
-    best = v;
-    at = p;
-  }
-}
-
 // Workspace bytes of one forward State for all F features: four acc arrays (sum, sum of squares,
-// min, max), then two int64 arrays (argmin, argmax). Written and read only for requested parts.
+// min, max), then two int64 arrays (their tie counts). Written and read only for requested parts.
 template <typename T>
 size_t forward_slot_bytes(int64_t F) {
   return align_up(4 * size_t(F) * sizeof(acc_t<T>), 16) + align_up(2 * size_t(F) * 8, 16);
@@ -49,7 +39,7 @@ struct ForwardOp {
   template <int VEC>  // one lane's VEC consecutive features
   struct State {
     acc sum[VEC], sq[VEC], lo[VEC], hi[VEC];
-    int64_t lo_at[VEC], hi_at[VEC];  // CSR position of the current min / max, -1: none yet
+    int64_t lo_n[VEC], hi_n[VEC];  // edges holding the current min / max (segment_extremum.h)
   };
 
   const index_t* rowptr;
@@ -60,8 +50,8 @@ struct ForwardOp {
   ReduceList reduces;
   bool want_sum, want_sq, want_min, want_max;
   T* out;
-  index_t* arg_min;
-  index_t* arg_max;
+  index_t* count_min;
+  index_t* count_max;
   acc* mean;
 
   __device__ int64_t offset(int64_t r) const { return int64_t(rowptr[r]); }
@@ -70,20 +60,21 @@ struct ForwardOp {
   __device__ void init(State<VEC>& s) const {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
-      s.sum[e] = s.sq[e] = s.lo[e] = s.hi[e] = acc(0);
-      s.lo_at[e] = s.hi_at[e] = -1;
+      s.sum[e] = s.sq[e] = acc(0);
+      extremum_init<false>(s.lo[e], s.lo_n[e]);
+      extremum_init<true>(s.hi[e], s.hi_n[e]);
     }
   }
 
   template <int VEC>
-  __device__ void add(State<VEC>& s, const Pack<T, VEC>& pack, int64_t p) const {
+  __device__ void add(State<VEC>& s, const Pack<T, VEC>& pack) const {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
       const acc v = to_acc(pack.v[e]);
       if (want_sum) s.sum[e] += v;
       if (want_sq) s.sq[e] += mul_rn(v, v);
-      if (want_min) take_if_better<false>(s.lo[e], s.lo_at[e], v, p);
-      if (want_max) take_if_better<true>(s.hi[e], s.hi_at[e], v, p);
+      if (want_min) extremum_add<false>(s.lo[e], s.lo_n[e], v);
+      if (want_max) extremum_add<true>(s.hi[e], s.hi_n[e], v);
     }
   }
 
@@ -99,9 +90,9 @@ struct ForwardOp {
       for (int u = 0; u < kEdgeUnroll; ++u)
         v[u] = load_pack<T, VEC>(xf + int64_t(col[p + u]) * x_stride);
 #pragma unroll
-      for (int u = 0; u < kEdgeUnroll; ++u) add(s, v[u], p + u);
+      for (int u = 0; u < kEdgeUnroll; ++u) add(s, v[u]);
     }
-    for (; p < end; ++p) add(s, load_pack<T, VEC>(xf + int64_t(col[p]) * x_stride), p);
+    for (; p < end; ++p) add(s, load_pack<T, VEC>(xf + int64_t(col[p]) * x_stride));
   }
 
   // a <- a then b (b's edges come after a's in CSR order).
@@ -111,30 +102,28 @@ struct ForwardOp {
     for (int e = 0; e < VEC; ++e) {
       if (want_sum) a.sum[e] += b.sum[e];
       if (want_sq) a.sq[e] += b.sq[e];
-      if (want_min && b.lo_at[e] >= 0)
-        take_if_better<false>(a.lo[e], a.lo_at[e], b.lo[e], b.lo_at[e]);
-      if (want_max && b.hi_at[e] >= 0)
-        take_if_better<true>(a.hi[e], a.hi_at[e], b.hi[e], b.hi_at[e]);
+      if (want_min) extremum_merge<false>(a.lo[e], a.lo_n[e], b.lo[e], b.lo_n[e]);
+      if (want_max) extremum_merge<true>(a.hi[e], a.hi_n[e], b.hi[e], b.hi_n[e]);
     }
   }
 
   // Workspace slot layout (forward_slot_bytes): acc sum[F], sq[F], lo[F], hi[F], then (16-byte
-  // aligned) int64 lo_at[F], hi_at[F]. Only the requested parts are written and read.
+  // aligned) int64 lo_n[F], hi_n[F]. Only the requested parts are written and read.
   template <int VEC>
   __device__ void save(const State<VEC>& s, unsigned char* slot, int64_t f0) const {
     acc* v = reinterpret_cast<acc*>(slot) + f0;
-    int64_t* at = reinterpret_cast<int64_t*>(slot + value_bytes()) + f0;
+    int64_t* n = reinterpret_cast<int64_t*>(slot + value_bytes()) + f0;
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
       if (want_sum) v[e] = s.sum[e];
       if (want_sq) v[F + e] = s.sq[e];
       if (want_min) {
         v[2 * F + e] = s.lo[e];
-        at[e] = s.lo_at[e];
+        n[e] = s.lo_n[e];
       }
       if (want_max) {
         v[3 * F + e] = s.hi[e];
-        at[F + e] = s.hi_at[e];
+        n[F + e] = s.hi_n[e];
       }
     }
   }
@@ -142,7 +131,7 @@ struct ForwardOp {
   template <int VEC>
   __device__ State<VEC> load(const unsigned char* slot, int64_t f0) const {
     const acc* v = reinterpret_cast<const acc*>(slot) + f0;
-    const int64_t* at = reinterpret_cast<const int64_t*>(slot + value_bytes()) + f0;
+    const int64_t* n = reinterpret_cast<const int64_t*>(slot + value_bytes()) + f0;
     State<VEC> s;
     init(s);
 #pragma unroll
@@ -151,11 +140,11 @@ struct ForwardOp {
       if (want_sq) s.sq[e] = v[F + e];
       if (want_min) {
         s.lo[e] = v[2 * F + e];
-        s.lo_at[e] = at[e];
+        s.lo_n[e] = n[e];
       }
       if (want_max) {
         s.hi[e] = v[3 * F + e];
-        s.hi_at[e] = at[F + e];
+        s.hi_n[e] = n[F + e];
       }
     }
     return s;
@@ -182,8 +171,8 @@ struct ForwardOp {
         switch (SegmentReduce(reduces.code[k])) {
           case SegmentReduce::kSum: v = s.sum[e]; break;
           case SegmentReduce::kMean: v = avg[e]; break;
-          case SegmentReduce::kMin: v = s.lo_at[e] < 0 ? acc(0) : s.lo[e]; break;
-          case SegmentReduce::kMax: v = s.hi_at[e] < 0 ? acc(0) : s.hi[e]; break;
+          case SegmentReduce::kMin: v = deg == 0 ? acc(0) : s.lo[e]; break;
+          case SegmentReduce::kMax: v = deg == 0 ? acc(0) : s.hi[e]; break;
           case SegmentReduce::kVar: v = var[e]; break;
           case SegmentReduce::kStd: v = masked_std(var[e]); break;
         }
@@ -194,8 +183,8 @@ struct ForwardOp {
     const int64_t aux = r * F + f0;
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
-      if (arg_min) arg_min[aux + e] = index_t(s.lo_at[e]);
-      if (arg_max) arg_max[aux + e] = index_t(s.hi_at[e]);
+      if (count_min) count_min[aux + e] = index_t(s.lo_n[e]);
+      if (count_max) count_max[aux + e] = index_t(s.hi_n[e]);
       if (mean) mean[aux + e] = avg[e];
     }
   }
@@ -219,8 +208,8 @@ size_t segment_reduce_forward_workspace(int64_t num_dst, int64_t num_edges, int6
 template <typename T, typename index_t>
 void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* x, int64_t x_stride,
                             int64_t num_dst, int64_t num_edges, int64_t F,
-                            const std::vector<SegmentReduce>& reduces, T* out, index_t* arg_min,
-                            index_t* arg_max, acc_t<T>* mean, void* workspace,
+                            const std::vector<SegmentReduce>& reduces, T* out, index_t* count_min,
+                            index_t* count_max, acc_t<T>* mean, void* workspace,
                             size_t workspace_bytes, cudaStream_t stream) {
   const sr::ReduceList list = sr::make_reduce_list(reduces);
   const bool want_sq = cpu::segment_reduce_needs_mean(reduces);
@@ -230,7 +219,7 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
   const bool want_max = cpu::segment_reduce_has(reduces, SegmentReduce::kMax);
   const sr::ForwardOp<T, index_t> op{rowptr,   col,     x,       x_stride, F,
                                      list,     want_sum, want_sq, want_min, want_max,
-                                     out,      arg_min, arg_max, mean};
+                                     out,      count_min, count_max, mean};
   const sr::HeavyPlan plan = sr::forward_plan<T>(num_dst, num_edges, F);
   // 16-byte packs when every packed access stays aligned; one element per lane otherwise.
   constexpr int kVec = 16 / sizeof(T);

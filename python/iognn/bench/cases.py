@@ -22,6 +22,7 @@ sage        propagate(mean)                   SAGEConv(F, F)
 gin         propagate(sum)                    GINConv(Linear(F, F))
 sum ... std segment_reduce(reduce)            SAGEConv(F, F, aggr=reduce)
 multi       segment_reduce([min,max,mean,std]) SAGEConv(F, F, aggr=[min, max, mean, std])
+            (+ iognn-separate: the four one by one)
 gat         gat_attention                     GATConv(F, C, heads=H, add_self_loops=False)
 gatv2       gatv2_attention                   GATv2Conv(F, C, heads=H, add_self_loops=False)
 transformer transformer_attention             TransformerConv(F, C, heads=H)
@@ -208,6 +209,9 @@ class ReduceCase(Case):
         return aggregation_resolver(self.op)
 
     def op_impls(self, w: Workload) -> Dict[str, Builder]:
+        if self.op == "multi":  # the fused pass against the same reductions called one by one
+            return {"pyg": self._pyg, "iognn-separate": self._iognn_separate,
+                    "iognn": self._iognn}
         return {"pyg": self._pyg, "iognn": self._iognn}
 
     def _pyg(self, g: PreparedGraph, w: Workload, _m) -> Fn:
@@ -218,6 +222,11 @@ class ReduceCase(Case):
         segment_reduce = optional_attr("iognn.ops.segment_reduce", "segment_reduce")
         graph = g.iognn_graph("keep")
         return lambda x: segment_reduce(graph, x, self.reduce)
+
+    def _iognn_separate(self, g: PreparedGraph, w: Workload, _m) -> Fn:
+        segment_reduce = optional_attr("iognn.ops.segment_reduce", "segment_reduce")
+        graph = g.iognn_graph("keep")
+        return lambda x: torch.cat([segment_reduce(graph, x, r) for r in self.reduce], dim=-1)
 
     def layer_args(self, w: Workload, template=None):
         return (w.feat, w.feat), {"aggr": self.reduce}

@@ -8,12 +8,14 @@ results are concatenated along the last dimension in request order (``mode='cat'
 Semantics (PyG 2.8): a node without in-edges gets 0 for every reduction; ``mean = sum / deg``;
 ``var = E[x^2] - E[x]^2`` (not Welford, may be slightly negative); ``std = sqrt(clamp(var, 1e-5))``
 set to 0 where ``<= sqrt(1e-5)``. Statistics accumulate in fp32 (fp64 for fp64).
-min / max: a NaN in a row gives NaN for that feature (torch.amax); among tied values the first edge
-in CSR order (smallest source id, then input order) wins and receives the whole gradient, whereas
-PyG's CPU path (``scatter_reduce``) splits the gradient evenly among tied elements. Values without
-ties get identical gradients.
-Backward: a deterministic gather over the transposed CSR (no atomics); the forward keeps the
-winning edge of min / max and the per-row mean of var / std so that nothing is recomputed.
+min / max: a NaN in a row gives NaN for that feature (torch.amax). Their gradient follows PyG's
+``scatter_reduce(amin / amax, include_self=False)`` exactly: the gradient of ``out[i, f]`` is split
+evenly among the messages equal to it (a duplicate edge is a message of its own), the zero fill
+of the output counting as one more tied element when the result is 0 (its share is lost, as in
+torch); a NaN result sends NaN to every message of the row.
+Backward: a deterministic gather over the transposed CSR (no atomics); the forward keeps, per
+destination and feature, how many messages hold the min / max (the tie count) and the mean of
+var / std, so that nothing is recomputed.
 """
 from __future__ import annotations
 
@@ -59,47 +61,47 @@ def segment_reduce(graph, x: Tensor, reduce: Union[str, Sequence[str]]) -> Tenso
     names = _reduce_list(reduce)
     check_features("x", x, graph, graph.num_src_nodes)
     out, _, _, _ = torch.ops.iognn.segment_reduce(graph.rowptr, graph.col, graph.colptr, graph.row,
-                                                  graph.csc2csr, x, names)
+                                                  x, names)
     return out
 
 
 # ---- registration: fake kernels and autograd -------------------------------------------------
 @torch.library.register_fake("iognn::segment_reduce")
-def _segment_reduce_fake(rowptr, col, colptr, row, csc2csr, x, reduces):
+def _segment_reduce_fake(rowptr, col, colptr, row, x, reduces):
     num_dst, F = rowptr.size(0) - 1, x.size(1)
 
     def aux(present, like, dtype):
         return like.new_empty((num_dst, F) if present else (0,), dtype=dtype)
 
     out = x.new_empty(num_dst, len(reduces) * F)
-    arg_min = aux("min" in reduces, rowptr, rowptr.dtype)
-    arg_max = aux("max" in reduces, rowptr, rowptr.dtype)
+    count_min = aux("min" in reduces, rowptr, rowptr.dtype)
+    count_max = aux("max" in reduces, rowptr, rowptr.dtype)
     mean = aux("var" in reduces or "std" in reduces, x, acc_dtype(x.dtype))
-    return out, arg_min, arg_max, mean
+    return out, count_min, count_max, mean
 
 
 @torch.library.register_fake("iognn::segment_reduce_backward")
-def _segment_reduce_backward_fake(colptr, row, csc2csr, rowptr, x, out, arg_min, arg_max, mean,
+def _segment_reduce_backward_fake(colptr, row, rowptr, x, out, count_min, count_max, mean,
                                   grad_out, reduces):
     return x.new_empty(colptr.size(0) - 1, x.size(1))
 
 
 def _setup_context(ctx, inputs, output):
-    rowptr, col, colptr, row, csc2csr, x, reduces = inputs
-    out, arg_min, arg_max, mean = output
+    rowptr, col, colptr, row, x, reduces = inputs
+    out, count_min, count_max, mean = output
     ctx.reduces = reduces
-    ctx.mark_non_differentiable(arg_min, arg_max, mean)
-    ctx.save_for_backward(rowptr, colptr, row, csc2csr, x, out, arg_min, arg_max, mean)
+    ctx.mark_non_differentiable(count_min, count_max, mean)
+    ctx.save_for_backward(rowptr, colptr, row, x, out, count_min, count_max, mean)
 
 
-def _backward(ctx, grad_out, _grad_arg_min, _grad_arg_max, _grad_mean):
-    rowptr, colptr, row, csc2csr, x, out, arg_min, arg_max, mean = ctx.saved_tensors
+def _backward(ctx, grad_out, _grad_count_min, _grad_count_max, _grad_mean):
+    rowptr, colptr, row, x, out, count_min, count_max, mean = ctx.saved_tensors
     grad_x = None
-    if ctx.needs_input_grad[5]:
-        grad_x = torch.ops.iognn.segment_reduce_backward(colptr, row, csc2csr, rowptr, x, out,
-                                                         arg_min, arg_max, mean,
-                                                         grad_out.contiguous(), ctx.reduces)
-    return None, None, None, None, None, grad_x, None
+    if ctx.needs_input_grad[4]:
+        grad_x = torch.ops.iognn.segment_reduce_backward(colptr, row, rowptr, x, out, count_min,
+                                                         count_max, mean, grad_out.contiguous(),
+                                                         ctx.reduces)
+    return None, None, None, None, grad_x, None
 
 
 torch.library.register_autograd("iognn::segment_reduce", _backward, setup_context=_setup_context)

@@ -4,8 +4,8 @@ A destination without messages gets 0 (every reduction). ``var = E[x^2] - E[x]^2
 not Welford); ``std = sqrt(clamp(var, 1e-5))``, set to 0 where ``<= sqrt(1e-5)``. With
 ``semi_grad=True`` no gradient flows through ``E[x^2]`` (PyG's memory-saving option); those two
 modules then run as a mean of ``x`` plus a mean of ``x^2`` instead of the fused reduction.
-min / max ties: the first message in CSR order gets the whole gradient (see
-``iognn.ops.segment_reduce``); PyG's CPU scatter splits it among tied messages.
+min / max ties: the gradient is split evenly among tied messages, exactly as PyG's scatter does
+(see ``iognn.ops.segment_reduce``).
 """
 from __future__ import annotations
 
