@@ -93,6 +93,18 @@ std::string propagate_plan_info_cpu(const at::Tensor& rowptr, const at::Tensor& 
   return "cpu";
 }
 
+// Host tensors have no plan to record a choice in: the arguments are checked, nothing else.
+void propagate_plan_set_cpu(const at::Tensor& rowptr, const at::Tensor& col,
+                            const at::Tensor& colptr, const at::Tensor& row, int64_t F,
+                            at::ScalarType dtype, c10::string_view direction,
+                            c10::string_view backend, c10::string_view source) {
+  constexpr const char* op = "iognn::propagate_plan_set";
+  parse_plan_direction(direction, op);
+  parse_plan_choice(backend, op);
+  TORCH_CHECK_VALUE(F > 0, op, ": F must be positive, got ", F);
+  dispatch_float(dtype, op, [](auto) {});
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(iognn, m) {
@@ -112,6 +124,13 @@ TORCH_LIBRARY_FRAGMENT(iognn, m) {
   m.def(
       "propagate_plan_info(Tensor rowptr, Tensor col, Tensor colptr, Tensor row, int F, "
       "ScalarType dtype, str direction) -> str");
+  // Records the backend that IOGNN_PROPAGATE_BACKEND=auto gives such a gather (creating its plan):
+  // 'own' or 'cusparse', `source` saying why (reported by propagate_plan_info as "set: <source>"),
+  // or 'auto' to forget the recorded choice so that the next call times both backends again.
+  // A no-op for host tensors. Used by the on-disk plan cache (iognn.ops.propagate_plan).
+  m.def(
+      "propagate_plan_set(Tensor rowptr, Tensor col, Tensor colptr, Tensor row, int F, "
+      "ScalarType dtype, str direction, str backend, str source) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(iognn, CPU, m) {
@@ -119,6 +138,7 @@ TORCH_LIBRARY_IMPL(iognn, CPU, m) {
   m.impl("propagate_backward_x", &propagate_backward_x_cpu);
   m.impl("propagate_backward_weight", &propagate_backward_weight_cpu);
   m.impl("propagate_plan_info", &propagate_plan_info_cpu);
+  m.impl("propagate_plan_set", &propagate_plan_set_cpu);
 }
 
 }  // namespace iognn::torch_ext

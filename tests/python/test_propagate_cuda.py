@@ -7,11 +7,15 @@ element a kernel forgets to write fails the comparison. IOGNN_PROPAGATE_BACKEND 
 gets a fresh plan. The tests marked `sanitizer` are the small subset scripts/gpu_check.sh runs under
 compute-sanitizer (own kernels only: cuSPARSE's internals are not ours to race-check).
 """
+import json
+
 import pytest
 import torch
 
 import iognn
+from iognn.ops import plan_store
 from iognn.ops import propagate  # the autograd wrapper (registers fake kernels and autograd)
+from iognn.ops.propagate_plan import set_backend
 from conftest import GRAPH_CASES, sizes, tolerance
 
 ops = torch.ops.iognn
@@ -26,7 +30,7 @@ def acc_dtype(dtype):
 
 # The cuSPARSE path is opt-in (see propagate_plan.cpp): its cases carry the `cusparse` marker, and
 # scripts/gpu_check.sh runs them in a process of their own, so a sticky CUDA error there cannot
-# spill into the other tests.
+# spill into the other tests (tests/python/test_cusparse_probe_cuda.py isolates each configuration).
 CUSPARSE = pytest.mark.cusparse
 BACKENDS = ["own", pytest.param("cusparse", marks=CUSPARSE), pytest.param("auto", marks=CUSPARSE)]
 FORCED = ["own", pytest.param("cusparse", marks=CUSPARSE)]
@@ -263,10 +267,14 @@ def test_plan_info_reports_the_backend(monkeypatch):
     run_ops(gc, x, w, grad, "mean")
     info = plan_info(gc, 64, torch.float32, "forward")
     assert info.split()[0] in ("own", "cusparse") and "timed" in info, info
-    # 16-bit features always take the own kernels, even when cuSPARSE is forced.
+    # 16-bit features with edge weights always take the own kernels (no plan is made for them);
+    # unweighted ones go to cuSPARSE, and the report says which 16-bit calls do not.
     force(monkeypatch, "cusparse")
-    run_ops(gc, x.half(), w, grad.half(), "sum")
-    assert plan_info(gc, 64, torch.float16, "forward").startswith("own")
+    run_ops(gc, x.bfloat16(), w, grad.bfloat16(), "sum")
+    assert plan_info(gc, 64, torch.bfloat16, "forward").startswith("none")
+    run_ops(gc, x.half(), None, grad.half(), "sum")
+    info = plan_info(gc, 64, torch.float16, "backward_x")
+    assert info.startswith("cusparse") and "edge weights or mean run the own kernels" in info, info
     with pytest.raises(ValueError, match="direction must be"):
         plan_info(gc, 64, torch.float32, "sideways")
 
@@ -319,6 +327,136 @@ def test_in_place_graph_edit_is_seen(forced, monkeypatch):
     ref = run_ops(b, x.cpu().double(), w.cpu().double(), grad.cpu().double(), "mean")
     for name, g_, r in zip(("out", "grad_x", "grad_w"), got, ref):
         assert_matches(g_, r, torch.float32, name)
+
+
+@pytest.mark.cuda
+@CUSPARSE
+@pytest.mark.parametrize("F", [1, 8, 33, 128])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_unweighted_cusparse_products_match_cpu(dtype, F, reduce, monkeypatch):
+    """Unweighted calls use the prepared (preprocessed) products, 16-bit features cuSPARSE's mixed
+    precision: forward always, backward_x for sum (its mean stays on the own kernels)."""
+    force(monkeypatch, "cusparse")
+    g = hub_graph()
+    gc = g.to("cuda")
+    gen = torch.Generator().manual_seed(F)
+    for _ in range(2):  # the second call reuses the prepared products
+        x, _, grad = make_inputs(g, F, dtype, False, gen)
+        got = run_ops(gc, x.cuda(), None, grad.cuda(), reduce)
+        ref = run_ops(g, x.double(), None, grad.double(), reduce)
+        for name, a, b in zip(("out", "grad_x", "grad_w"), got, ref):
+            assert_matches(a, b, dtype, name)
+    sixteen = dtype in (torch.float16, torch.bfloat16)
+    # cuSPARSE may hand F = 1 to SpMV, whose 16-bit support differs: there a reported refusal
+    # (and the own kernels' result, checked above) is acceptable.
+    served = ("cusparse", "own (cuSPARSE unavailable") if sixteen and F == 1 else ("cusparse",)
+    forward = plan_info(gc, F, dtype, "forward")
+    assert forward.startswith(served), forward
+    backward = plan_info(gc, F, dtype, "backward_x")
+    if sixteen and reduce == "mean":
+        assert backward.startswith("none"), backward  # never planned: own kernels
+    else:
+        assert backward.startswith(served), backward
+
+
+def big_graph(seed=14):
+    """20,000 nodes and 40,000 random edges: nnz * F = 2.56M at F = 64, enough to be timed."""
+    gen = torch.Generator().manual_seed(seed)
+    return iognn.Graph(torch.randint(0, 20_000, (2, 40_000), generator=gen), 20_000)
+
+
+@pytest.mark.cuda
+@CUSPARSE
+def test_auto_choice_is_recorded_and_overridable(monkeypatch):
+    gc = big_graph().to("cuda")
+    gen = torch.Generator().manual_seed(15)
+    x, w, grad = (t.cuda() for t in make_inputs(gc, 64, torch.float32, True, gen))
+    force(monkeypatch, "auto")
+    run_ops(gc, x, w, grad, "sum")
+    for direction in ("forward", "backward_x"):
+        info = plan_info(gc, 64, torch.float32, direction)
+        assert info.split()[0] in ("own", "cusparse") and "(timed: own " in info, info
+    # Overriding: the set choice is what the plan reports and follows, until forgotten ('auto').
+    for backend in ("own", "cusparse", "own"):
+        set_backend(gc, 64, torch.float32, backend, "forward")
+        assert plan_info(gc, 64, torch.float32, "forward") == f"{backend} (set: by the user)"
+        out = run_ops(gc, x, w, grad, "sum")
+        ref = run_ops(gc.cpu(), x.cpu().double(), w.cpu().double(), grad.cpu().double(), "sum")
+        for name, a, b in zip(("out", "grad_x", "grad_w"), out, ref):
+            assert_matches(a, b, torch.float32, name)
+    set_backend(gc, 64, torch.float32, "auto", "forward")
+    assert plan_info(gc, 64, torch.float32, "forward") == "none (not decided yet)"
+    # The variable still wins over a recorded choice.
+    set_backend(gc, 64, torch.float32, "cusparse", "forward")
+    force(monkeypatch, "own")
+    assert plan_info(gc, 64, torch.float32, "forward").startswith("own (forced")
+    with pytest.raises(ValueError, match="backend must be"):
+        set_backend(gc, 64, torch.float32, "fastest")
+
+
+@pytest.mark.cuda
+@CUSPARSE
+def test_plan_cache_round_trip(tmp_path, monkeypatch):
+    """Timed choices go to IOGNN_PLAN_CACHE (the backward_x one at the next forward call) and
+    seed the plans of any graph with the same signature instead of timing again."""
+    force(monkeypatch, "auto")
+    monkeypatch.setenv(plan_store.ENV, str(tmp_path))
+    g = big_graph().to("cuda")
+    x = torch.randn(g.num_src_nodes, 64, device="cuda", requires_grad=True)
+    for _ in range(2):
+        propagate(g, x, reduce="mean").sum().backward()
+    path = tmp_path / plan_store.FILE_NAME
+    entries = json.loads(path.read_text())["entries"]
+    assert sorted(k.split("|")[1] for k in entries) == ["backward_x", "forward"], entries
+    for direction in ("forward", "backward_x"):
+        entry = entries[next(k for k in entries if k.split("|")[1] == direction)]
+        assert plan_info(g, 64, torch.float32, direction).startswith(entry["backend"])
+        assert entry["why"].startswith("timed: own ")
+
+    # The same topology in new tensors (a new plan): seeded from the file, not timed.
+    same = big_graph().to("cuda")
+    y = propagate(same, x.detach().requires_grad_(), reduce="mean")
+    for direction in ("forward", "backward_x"):
+        info = plan_info(same, 64, torch.float32, direction)
+        assert f"(set: plan cache {plan_store.store_for(tmp_path).path})" in info, info
+    torch.testing.assert_close(y, propagate(g, x.detach(), reduce="mean"), rtol=1e-5, atol=1e-5)
+
+    # An edited entry overrides the timed choice.
+    data = json.loads(path.read_text())
+    for entry in data["entries"].values():
+        entry["backend"] = "own" if entry["backend"] == "cusparse" else "cusparse"
+    path.write_text(json.dumps(data))
+    plan_store._stores.clear()  # a new process would read the file afresh
+    third = big_graph().to("cuda")
+    propagate(third, x.detach(), reduce="mean")
+    fwd_key = next(k for k in data["entries"] if k.split("|")[1] == "forward")
+    assert plan_info(third, 64, torch.float32, "forward").startswith(
+        data["entries"][fwd_key]["backend"])
+
+
+@pytest.mark.cuda
+@CUSPARSE
+def test_nothing_is_timed_while_capturing(monkeypatch):
+    """A CUDA-graph capture on an undecided plan runs the own kernels and records no decision;
+    the replay gives the eager result."""
+    force(monkeypatch, "auto")
+    gc = big_graph(seed=16).to("cuda")
+    x = torch.randn(gc.num_src_nodes, 64, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        out = ops.propagate(gc.rowptr, gc.col, gc.colptr, gc.row, gc.csc2csr, None, x, "mean")
+    with torch.cuda.stream(side):
+        assert plan_info(gc, 64, torch.float32, "forward").startswith("none"), \
+            plan_info(gc, 64, torch.float32, "forward")
+    x.copy_(torch.randn_like(x))
+    graph.replay()
+    torch.cuda.synchronize()
+    force(monkeypatch, "own")
+    ref = ops.propagate(gc.rowptr, gc.col, gc.colptr, gc.row, gc.csc2csr, None, x, "mean")
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
 
 
 # ---- registration and errors ------------------------------------------------------------------

@@ -1,12 +1,20 @@
 // iognn::propagate family, CUDA implementations (schemas and host twins: binding/propagate.cpp).
 //
 // The two gathers (forward over the CSR, backward_x over the transposed CSR) run on the own kernels
-// (kernels/cuda/propagate.h) or on cuSPARSE's CSR SpMM (kernels/cuda/propagate_cusparse.h), as the
-// per-graph plan says (propagate_plan.h): IOGNN_PROPAGATE_BACKEND = own | cusparse forces one, auto
-// (default) times both on the first call and keeps the faster. backward_weight always runs the own
-// sampled dense-dense product. Calls run on the current stream under a guard of the inputs' device;
-// once a graph's schedule and plan are cached they neither synchronise nor call cudaMalloc
-// (scratch comes from PyTorch's caching allocator).
+// (kernels/cuda/propagate.h) or on cuSPARSE's CSR SpMM (propagate_cusparse_path.cpp), as
+// IOGNN_PROPAGATE_BACKEND and the per-graph plan say (propagate_plan.h):
+//   own (default)  the own kernels;
+//   cusparse       cuSPARSE for every call it can serve exactly (cusparse_capable), else own;
+//   auto           per (graph, direction, dtype, stream, F) the backend of the width plan's
+//                  decision: made on the first call by timing both backends (CUDA events, a few
+//                  runs; own without timing below kMinTimedWork), or set by propagate_plan_set
+//                  (explicitly, or from the on-disk plan cache: python/iognn/ops/propagate_plan.py).
+//                  Nothing is timed while the stream captures a CUDA graph: undecided widths run
+//                  the own kernels.
+// A cuSPARSE failure (a status error) is recorded in the width plan, which uses the own kernels from
+// then on. backward_weight always runs the own sampled dense-dense product. Calls run on the current
+// stream under a guard of the inputs' device; once a graph's schedule and plan are cached they
+// neither synchronise nor call cudaMalloc (scratch comes from PyTorch's caching allocator).
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -16,55 +24,17 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "binding/cuda/propagate_gather.h"
 #include "binding/cuda/propagate_plan.h"
 #include "binding/propagate_checks.h"
 #include "binding/utils.h"
 #include "kernels/cuda/propagate.h"
-#include "kernels/cuda/propagate_cusparse.h"
 
 namespace iognn::torch_ext {
+namespace cuda_gather {
+
 namespace {
-
-using cuda_plan::Backend;
-using cuda_plan::BackendRequest;
-using cuda_plan::Direction;
-using cuda_plan::Plan;
-using cuda_plan::PlanKey;
-using cuda_plan::WidthPlan;
-using iognn::cuda::RowSchedule;
-
-// The auto planner times the backends only when there is enough work for the timing to mean
-// something (nnz * F); smaller problems take the own kernels.
-constexpr int64_t kMinTimedWork = int64_t(1) << 20;
-constexpr int kTimedRuns = 3;
-
-// One gather, described once for both backends: out[rows, F] = A dense, A the CSR walked.
-struct Gather {
-  Direction direction;
-  at::Tensor offsets, indices;       // (rowptr, col) forward, (colptr, row) backward_x
-  at::Tensor csc2csr, rowptr;        // backward_x only: weight permutation, destination degrees
-  std::optional<at::Tensor> weight;  // contiguous, forward CSR order
-  at::Tensor dense;                  // x [cols, F] (feature stride 1) or grad_out (contiguous)
-  cpu::PropagateReduce reduce;
-  at::Tensor out;                    // [rows, F], contiguous
-
-  int64_t rows() const { return offsets.numel() - 1; }
-  int64_t cols() const { return dense.size(0); }
-  int64_t nnz() const { return indices.numel(); }
-  int64_t F() const { return dense.size(1); }
-  bool mean() const { return reduce == cpu::PropagateReduce::kMean; }
-  // The graph tensors a plan's cached state depends on (checked by identity on every lookup).
-  std::vector<at::Tensor> graph() const {
-    if (direction == Direction::kForward) return {offsets, indices};
-    return {offsets, indices, rowptr};
-  }
-  PlanKey key() const {
-    return {dense.get_device(), at::cuda::getCurrentCUDAStream().stream(), direction,
-            dense.scalar_type(), offsets.const_data_ptr(), rows(), cols(), nnz()};
-  }
-};
-
-at::Tensor empty_partials(const RowSchedule& s, const at::Tensor& like, int64_t F) {
+at::Tensor empty_partials(const iognn::cuda::RowSchedule& s, const at::Tensor& like, int64_t F) {
   const int64_t n = iognn::cuda::propagate_partials_size(s, F);
   return n > 0 ? at::empty({n}, like.options().dtype(acc_dtype(like.scalar_type()))) : at::Tensor();
 }
@@ -73,8 +43,9 @@ template <typename T>
 acc_t<T>* ptr_or_null(const at::Tensor& t) {
   return t.defined() ? ptr<acc_t<T>>(t) : nullptr;
 }
+}  // namespace
 
-void run_own(const Gather& g, const RowSchedule& schedule) {
+void run_own(const Gather& g, const iognn::cuda::RowSchedule& schedule) {
   constexpr const char* op = "iognn::propagate (CUDA)";
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
   const at::Tensor partials = empty_partials(schedule, g.dense, g.F());
@@ -83,7 +54,7 @@ void run_own(const Gather& g, const RowSchedule& schedule) {
     dispatch_index(g.offsets.scalar_type(), op, [&](auto it) {
       using I = typename decltype(it)::type;
       translate_errors([&] {
-        if (g.direction == Direction::kForward)
+        if (g.forward())
           iognn::cuda::propagate_forward<T, I>(
               cptr<I>(g.offsets), cptr<I>(g.indices), optional_cptr<acc_t<T>>(g.weight),
               cptr<T>(g.dense), g.dense.stride(0), g.rows(), g.F(), g.reduce, schedule,
@@ -98,143 +69,84 @@ void run_own(const Gather& g, const RowSchedule& schedule) {
   });
 }
 
-// ---- cuSPARSE path ------------------------------------------------------------------------
-bool cusparse_capable(const Gather& g) {
-  const auto t = g.dense.scalar_type();
-  return (t == at::kFloat || t == at::kDouble) && g.rows() > 0 && g.cols() > 0 && g.nnz() > 0 &&
-         g.F() > 0;
-}
+}  // namespace cuda_gather
 
-// t itself when contiguous with a 16-byte aligned start, else an aligned contiguous copy
-// (cuSPARSE's dense and value arrays are not promised to work from any element offset).
-at::Tensor aligned(const at::Tensor& t) {
-  if (t.is_contiguous() && reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0) return t;
-  return t.clone(at::MemoryFormat::Contiguous);
-}
+namespace {
 
-// 1/deg of the destination row each edge of g's CSR is summed into (mean), in g's edge order.
-at::Tensor edge_scale(const Gather& g) {
-  const auto acc = g.dense.scalar_type();
-  if (g.direction == Direction::kForward) {
-    const at::Tensor deg = g.offsets.diff().to(at::kLong);
-    const at::Tensor inv = deg.to(acc).clamp_min(1).reciprocal();
-    return at::repeat_interleave(inv, deg, 0, g.nnz());
-  }
-  const at::Tensor inv = g.rowptr.diff().to(acc).clamp_min(1).reciprocal();
-  return inv.index_select(0, g.indices);
-}
+using cuda_gather::Gather;
+using cuda_plan::Backend;
+using cuda_plan::BackendRequest;
+using cuda_plan::Direction;
+using cuda_plan::Plan;
+using cuda_plan::PlanKey;
+using cuda_plan::WidthPlan;
+using iognn::cuda::RowSchedule;
 
-// Creates the descriptors, the persistent workspace and cuSPARSE's analysis of the CSR for one
-// width. A failure (an unsupported configuration, say) leaves w.spmm null and says why in w.error.
-void setup_cusparse(Plan& plan, WidthPlan& w, const Gather& g) {
-  w.tried = true;
-  try {
-    if (!plan.ones.defined()) plan.ones = at::ones({g.nnz()}, g.dense.options());
-    const at::Tensor B = aligned(g.dense);
-    const iognn::cuda::CsrShape shape{g.rows(), g.cols(), g.nnz(),
-                                      g.offsets.scalar_type() == at::kLong};
-    w.spmm = std::make_unique<iognn::cuda::CsrSpmm>(
-        shape, g.dense.scalar_type() == at::kDouble ? CUDA_R_64F : CUDA_R_32F, g.F(),
-        g.offsets.const_data_ptr(), g.indices.const_data_ptr(), plan.ones.const_data_ptr(),
-        B.const_data_ptr(), g.out.data_ptr());
-    const cusparseHandle_t handle = at::cuda::getCurrentCUDASparseHandle();
-    const size_t bytes = w.spmm->workspace_size(handle);
-    w.workspace = at::empty({int64_t(std::max<size_t>(bytes, 1))}, g.dense.options().dtype(at::kByte));
-    w.spmm->preprocess(handle, w.workspace.data_ptr());
-  } catch (const iognn::DeviceError& e) {
-    w.spmm.reset();
-    w.error = e.what();
-  } catch (const iognn::ValueError& e) {
-    w.spmm.reset();
-    w.error = e.what();
-  }
-}
-
-void run_cusparse(const Gather& g, Plan& plan, WidthPlan& w) {
-  constexpr const char* op = "iognn::propagate (cuSPARSE)";
-  if (g.mean() && !plan.edge_scale.defined()) plan.edge_scale = edge_scale(g);
-  const at::Tensor& base = g.mean() ? plan.edge_scale : plan.ones;
-  at::Tensor values = base;
-  if (g.weight) {
-    if (g.direction == Direction::kForward && !g.mean()) {
-      values = aligned(*g.weight);
-    } else {
-      values = at::empty_like(base);
-      const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
-      dispatch_float(g.dense.scalar_type(), op, [&](auto ft) {
-        using A = acc_t<typename decltype(ft)::type>;
-        dispatch_index(g.offsets.scalar_type(), op, [&](auto it) {
-          using I = typename decltype(it)::type;
-          translate_errors([&] {
-            iognn::cuda::edge_values<A, I>(
-                g.nnz(), cptr<A>(*g.weight),
-                g.direction == Direction::kForward ? nullptr : cptr<I>(g.csc2csr),
-                g.mean() ? cptr<A>(plan.edge_scale) : nullptr, ptr<A>(values), stream);
-          });
-        });
-      });
-    }
-  }
-  const at::Tensor B = aligned(g.dense);
-  translate_errors([&] {
-    w.spmm->run(at::cuda::getCurrentCUDASparseHandle(), g.offsets.const_data_ptr(),
-                g.indices.const_data_ptr(), values.const_data_ptr(), B.const_data_ptr(),
-                g.out.data_ptr(), w.workspace.data_ptr());
-  });
-}
+// The auto planner times the backends only when there is enough work for the timing to mean
+// something (nnz * F); smaller problems take the own kernels.
+constexpr int64_t kMinTimedWork = int64_t(1) << 20;
+// Each backend is timed in kTimedRounds rounds (interleaved) of kTimedRuns runs after a warm-up
+// run; the faster round counts.
+constexpr int kTimedRounds = 2;
+constexpr int kTimedRuns = 5;
 
 // ---- planner ----------------------------------------------------------------------------------
-// The auto choice for a width whose cuSPARSE setup was tried: time both backends on this call's
-// inputs (the runs write g.out, which the chosen backend then overwrites).
+// The auto decision for a width, on this call's inputs (the timed runs write g.out, which the
+// chosen backend then overwrites). Never called while capturing.
 void decide(Plan& plan, WidthPlan& w, const Gather& g, const RowSchedule& schedule) {
-  w.decided = true;
-  w.choice = Backend::kOwn;
-  if (!w.spmm) {
-    w.why = "cuSPARSE unavailable: " + w.error;
-    return;
-  }
+  auto& d = w.decision;
+  d = {true, Backend::kOwn, ""};
   if (g.nnz() * g.F() < kMinTimedWork) {
-    w.why = "not timed: nnz * F below " + std::to_string(kMinTimedWork);
+    d.why = "not timed: nnz * F below " + std::to_string(kMinTimedWork);
     return;
   }
-  const double own_ms = cuda_plan::time_ms([&] { run_own(g, schedule); }, kTimedRuns);
-  const double cusparse_ms = cuda_plan::time_ms([&] { run_cusparse(g, plan, w); }, kTimedRuns);
-  if (cusparse_ms < own_ms) w.choice = Backend::kCusparse;
+  if (!cuda_gather::run_cusparse(g, plan, w, /*capturing=*/false)) {  // sets up, and warms up
+    d.why = "cuSPARSE unavailable: " + w.cusparse_error;
+    return;
+  }
+  double own_ms = 0, cusparse_ms = 0;
+  for (int round = 0; round < kTimedRounds; ++round) {
+    const double o = cuda_plan::time_ms([&] { cuda_gather::run_own(g, schedule); }, kTimedRuns);
+    const double c = cuda_plan::time_ms(
+        [&] { cuda_gather::run_cusparse(g, plan, w, /*capturing=*/false); }, kTimedRuns);
+    own_ms = round == 0 ? o : std::min(own_ms, o);
+    cusparse_ms = round == 0 ? c : std::min(cusparse_ms, c);
+  }
+  if (!w.cusparse_error.empty()) {  // failed while being timed
+    d.why = "cuSPARSE unavailable: " + w.cusparse_error;
+    return;
+  }
+  if (cusparse_ms < own_ms) d.choice = Backend::kCusparse;
   char buf[96];
   std::snprintf(buf, sizeof buf, "timed: own %.4f ms, cusparse %.4f ms", own_ms, cusparse_ms);
-  w.why = buf;
-}
-
-// The backend a width's plan gives for a request (auto before the decision: own).
-Backend backend_of(const WidthPlan& w, BackendRequest request) {
-  if (request == BackendRequest::kCusparse) return w.spmm ? Backend::kCusparse : Backend::kOwn;
-  return w.decided ? w.choice : Backend::kOwn;
+  d.why = buf;
 }
 
 void run_gather(const Gather& g) {
   const auto schedule = cuda_plan::row_schedule(g.offsets, g.nnz());
   const BackendRequest request = cuda_plan::requested_backend();
-  if (request == BackendRequest::kOwn || !cusparse_capable(g)) return run_own(g, schedule->view);
-  // Nothing is set up or timed while capturing a CUDA graph: an existing plan is followed as is.
+  if (request == BackendRequest::kOwn || !cuda_gather::cusparse_capable(g))
+    return cuda_gather::run_own(g, schedule->view);
+  // While capturing nothing is created or timed: an existing plan is followed as it is.
   const bool capturing = cuda_plan::stream_is_capturing();
   const auto plan = capturing ? cuda_plan::find_plan(g.key(), g.graph())
                               : cuda_plan::find_or_create_plan(g.key(), g.graph());
-  if (!plan) return run_own(g, schedule->view);
+  if (!plan) return cuda_gather::run_own(g, schedule->view);
   std::lock_guard<std::mutex> lock(plan->mutex);
   auto found = plan->widths.find(g.F());
   if (found == plan->widths.end()) {
-    if (capturing) return run_own(g, schedule->view);
+    if (capturing) return cuda_gather::run_own(g, schedule->view);
     found = plan->widths.emplace(g.F(), WidthPlan()).first;
   }
   WidthPlan& w = found->second;
-  if (!capturing) {
-    if (!w.tried) setup_cusparse(*plan, w, g);
-    if (request == BackendRequest::kAuto && !w.decided) decide(*plan, w, g, schedule->view);
+  if (request == BackendRequest::kAuto && !w.decision.made) {
+    if (capturing) return cuda_gather::run_own(g, schedule->view);
+    decide(*plan, w, g, schedule->view);
   }
-  if (backend_of(w, request) == Backend::kCusparse)
-    run_cusparse(g, *plan, w);
-  else
-    run_own(g, schedule->view);
+  const bool wants_cusparse =
+      request == BackendRequest::kCusparse || w.decision.choice == Backend::kCusparse;
+  if (!wants_cusparse || !cuda_gather::run_cusparse(g, *plan, w, capturing))
+    cuda_gather::run_own(g, schedule->view);
 }
 
 // ---- ops ------------------------------------------------------------------------------------
@@ -299,36 +211,102 @@ at::Tensor propagate_backward_weight_cuda(const at::Tensor& rowptr, const at::Te
   return grad_w;
 }
 
-// See the schema in binding/propagate.cpp. Reads the plan cache only (never creates a plan).
-std::string propagate_plan_info_cuda(const at::Tensor& rowptr, const at::Tensor& col,
-                                     const at::Tensor& colptr, const at::Tensor& row, int64_t F,
-                                     at::ScalarType dtype, c10::string_view direction) {
-  constexpr const char* op = "iognn::propagate_plan_info";
+// ---- plan ops (schemas in binding/propagate.cpp) -----------------------------------------------
+// The plan of a graph direction for F features of `dtype` on the current stream: its key and the
+// graph tensors that identify it (the same as a gather of that direction uses).
+struct PlanTarget {
+  PlanKey key;
+  std::vector<at::Tensor> graph;
+  bool empty;  // no rows, columns or edges: no plan is ever made
+};
+
+PlanTarget plan_target(const char* op, const at::Tensor& rowptr, const at::Tensor& col,
+                       const at::Tensor& colptr, const at::Tensor& row, int64_t F,
+                       at::ScalarType dtype, c10::string_view direction) {
   const Direction dir = cuda_plan::parse_direction(direction, op);
+  TORCH_CHECK_VALUE(F > 0, op, ": F must be positive, got ", F);
+  dispatch_float(dtype, op, [](auto) {});
+  check_index_vector(rowptr, op, "rowptr");
+  check_index_vector(col, op, "col");
+  check_index_vector(colptr, op, "colptr");
+  check_index_vector(row, op, "row");
+  for (const auto& [t, name] : {std::pair<const at::Tensor&, const char*>{col, "col"},
+                                {colptr, "colptr"},
+                                {row, "row"}})
+    check_device(t, rowptr, op, name, "rowptr");
   const bool forward = dir == Direction::kForward;
   const at::Tensor& offsets = forward ? rowptr : colptr;
   const at::Tensor& indices = forward ? col : row;
   const int64_t rows = offsets.numel() - 1, cols = (forward ? colptr : rowptr).numel() - 1;
+  PlanTarget t{{offsets.get_device(), at::cuda::getCurrentCUDAStream(offsets.get_device()).stream(),
+                dir, dtype, offsets.const_data_ptr(), rows, cols, indices.numel()},
+               forward ? std::vector<at::Tensor>{rowptr, col}
+                       : std::vector<at::Tensor>{colptr, row, rowptr},
+               rows <= 0 || cols <= 0 || indices.numel() == 0};
+  return t;
+}
+
+cuda_plan::Decision parse_plan_decision(const char* op, c10::string_view backend,
+                                        c10::string_view source) {
+  const std::string why = "set: " + std::string(source);
+  switch (parse_plan_choice(backend, op)) {
+    case PlanChoice::kOwn: return {true, Backend::kOwn, why};
+    case PlanChoice::kCusparse: return {true, Backend::kCusparse, why};
+    case PlanChoice::kAuto: break;
+  }
+  return {};
+}
+
+// 16-bit features go to cuSPARSE only when its 16-bit edge values are exact (see
+// propagate_cusparse_path.cpp); the other calls of such a width run the own kernels.
+std::string sixteen_bit_note(at::ScalarType dtype, Direction dir) {
+  if (dtype != at::kHalf && dtype != at::kBFloat16) return "";
+  return dir == Direction::kForward
+             ? "; 16-bit calls with edge weights run the own kernels"
+             : "; 16-bit calls with edge weights or mean run the own kernels";
+}
+
+// Reads the plan cache only (never creates a plan).
+std::string propagate_plan_info_cuda(const at::Tensor& rowptr, const at::Tensor& col,
+                                     const at::Tensor& colptr, const at::Tensor& row, int64_t F,
+                                     at::ScalarType dtype, c10::string_view direction) {
+  constexpr const char* op = "iognn::propagate_plan_info";
+  const PlanTarget t = plan_target(op, rowptr, col, colptr, row, F, dtype, direction);
   const BackendRequest request = cuda_plan::requested_backend();
   if (request == BackendRequest::kOwn) return "own (forced by IOGNN_PROPAGATE_BACKEND=own)";
-  if ((dtype != at::kFloat && dtype != at::kDouble) || rows <= 0 || cols <= 0 ||
-      indices.numel() == 0 || F <= 0)
-    return "own (the cuSPARSE path takes float32/float64 features and a non-empty graph)";
-  const c10::cuda::CUDAGuard guard(offsets.device());
-  const PlanKey key{offsets.get_device(), at::cuda::getCurrentCUDAStream().stream(), dir, dtype,
-                    offsets.const_data_ptr(), rows, cols, indices.numel()};
-  const auto plan = cuda_plan::find_plan(key, forward ? std::vector<at::Tensor>{rowptr, col}
-                                                      : std::vector<at::Tensor>{colptr, row, rowptr});
+  if (t.empty) return "own (empty graph: nothing for cuSPARSE to do)";
+  const auto plan = cuda_plan::find_plan(t.key, t.graph);
   if (!plan) return "none (no call on this graph, dtype and stream yet)";
   std::lock_guard<std::mutex> lock(plan->mutex);
   const auto found = plan->widths.find(F);
   if (found == plan->widths.end()) return "none (no call with this F yet)";
   const WidthPlan& w = found->second;
+  const std::string note = sixteen_bit_note(dtype, t.key.direction);
+  const bool wants_cusparse = request == BackendRequest::kCusparse ||
+                              (w.decision.made && w.decision.choice == Backend::kCusparse);
+  if (wants_cusparse && !w.cusparse_error.empty())
+    return "own (cuSPARSE unavailable: " + w.cusparse_error + ")";
   if (request == BackendRequest::kCusparse)
-    return w.spmm ? "cusparse (forced by IOGNN_PROPAGATE_BACKEND=cusparse)"
-                  : "own (cuSPARSE unavailable: " + w.error + ")";
-  if (!w.decided) return "none (not decided yet)";
-  return std::string(w.choice == Backend::kCusparse ? "cusparse" : "own") + " (" + w.why + ")";
+    return "cusparse (forced by IOGNN_PROPAGATE_BACKEND=cusparse" + note + ")";
+  if (!w.decision.made) return "none (not decided yet)";
+  return std::string(w.decision.choice == Backend::kCusparse ? "cusparse" : "own") + " (" +
+         w.decision.why + note + ")";
+}
+
+// Records the auto decision of a width (creating its plan when missing): backend 'own' or
+// 'cusparse' with `source` saying where the choice comes from, or 'auto' to forget it (the next
+// auto call times again).
+void propagate_plan_set_cuda(const at::Tensor& rowptr, const at::Tensor& col,
+                             const at::Tensor& colptr, const at::Tensor& row, int64_t F,
+                             at::ScalarType dtype, c10::string_view direction,
+                             c10::string_view backend, c10::string_view source) {
+  constexpr const char* op = "iognn::propagate_plan_set";
+  const PlanTarget t = plan_target(op, rowptr, col, colptr, row, F, dtype, direction);
+  const cuda_plan::Decision d = parse_plan_decision(op, backend, source);
+  if (t.empty) return;
+  const auto plan = cuda_plan::find_or_create_plan(t.key, t.graph);
+  std::lock_guard<std::mutex> lock(plan->mutex);
+  plan->widths[F].decision = d;
 }
 
 }  // namespace
@@ -338,6 +316,7 @@ TORCH_LIBRARY_IMPL(iognn, CUDA, m) {
   m.impl("propagate_backward_x", &propagate_backward_x_cuda);
   m.impl("propagate_backward_weight", &propagate_backward_weight_cuda);
   m.impl("propagate_plan_info", &propagate_plan_info_cuda);
+  m.impl("propagate_plan_set", &propagate_plan_set_cuda);
 }
 
 }  // namespace iognn::torch_ext

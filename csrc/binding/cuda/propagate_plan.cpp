@@ -8,6 +8,8 @@
 #include <list>
 #include <tuple>
 
+#include "binding/propagate_checks.h"
+
 namespace iognn::torch_ext::cuda_plan {
 namespace {
 
@@ -132,9 +134,9 @@ int64_t version_of(const at::Tensor& t) { return t.is_inference() ? -1 : int64_t
 BackendRequest requested_backend() {
   const char* env = std::getenv("IOGNN_PROPAGATE_BACKEND");
   const std::string v = env ? env : "";
-  // Default: the own kernels. The cuSPARSE path (and `auto`, which times it) is opt-in until its
-  // failure on the GPU machine is fixed: a CUDA "operation not supported on global/shared address
-  // space" error, seen first on a graph with a 5,000-in-edge hub (H200, 2026-11-22).
+  // Default: the own kernels. The cuSPARSE path stays opt-in (cusparse, or auto, which times it)
+  // until tests/python/test_cusparse_probe_cuda.py has cleared it on the GPU machine: the earlier
+  // version failed there with a sticky "operation not supported on global/shared address space".
   if (v.empty() || v == "own") return BackendRequest::kOwn;
   if (v == "auto") return BackendRequest::kAuto;
   if (v == "cusparse") return BackendRequest::kCusparse;
@@ -143,10 +145,7 @@ BackendRequest requested_backend() {
 }
 
 Direction parse_direction(c10::string_view direction, const char* op) {
-  if (direction == "forward") return Direction::kForward;
-  if (direction == "backward_x") return Direction::kBackwardX;
-  TORCH_CHECK_VALUE(false, op, ": direction must be 'forward' or 'backward_x', got '", direction,
-                    "'");
+  return parse_plan_direction(direction, op) ? Direction::kForward : Direction::kBackwardX;
 }
 
 bool stream_is_capturing() {

@@ -2,17 +2,18 @@
 //
 // - The row schedule of a CSR (its heavy rows and their segments, kernels/cuda/propagate.h), cached
 //   per offsets tensor (rowptr for the forward and backward_weight, colptr for backward_x).
-// - A Plan per (graph, direction, dtype, device, stream): for each feature width F the backend of
-//   the gather (own kernels or cuSPARSE) and cuSPARSE's descriptors and persistent workspace, plus
-//   the cuSPARSE edge values shared by all widths.
+// - A Plan per (graph, direction, dtype, device, stream): the cuSPARSE edge values that do not
+//   depend on the call (all ones; 1/deg per edge for mean) and, per feature width F, the backend
+//   decision and the prepared cuSPARSE products of those constant values (descriptor bound to the
+//   values, persistent workspace holding cuSPARSE's preprocessing).
 //
 // Both are built on first use, which may synchronise the device (the schedule reads how many rows
-// are heavy; the planner times both backends with CUDA events). Later calls hit the caches: no sync.
-// While the current stream is being captured into a CUDA graph nothing is built: an uncached graph
-// runs the own kernels with an empty schedule (correct, slower on very heavy rows). A graph used
-// once (mini-batches) pays the first-use cost on every call: a sync for its schedule (none when
-// nnz <= kHeavyRowEdges), plus, in auto mode for float32/float64 with nnz * F >= 2^20, cuSPARSE's
-// setup and the timing; IOGNN_PROPAGATE_BACKEND=own avoids the latter.
+// are heavy; the auto planner times both backends with CUDA events). Later calls hit the caches: no
+// sync. While the current stream is being captured into a CUDA graph nothing is built and nothing
+// is timed: an uncached graph runs the own kernels with an empty schedule (correct, slower on very
+// heavy rows), an undecided width the own kernels. A captured graph reads the plan's buffers when
+// it replays, so replays need the plan (and schedule) still cached: at most kCacheCapacity graphs
+// per process (an evicted plan's memory is returned to PyTorch's allocator).
 //
 // Identity. The caches are keyed by data pointer and sizes, and every entry also stores a weak
 // reference to the storage of each graph tensor its contents depend on, plus that tensor's version
@@ -41,7 +42,8 @@ namespace iognn::torch_ext::cuda_plan {
 
 inline constexpr size_t kCacheCapacity = 32;
 
-// IOGNN_PROPAGATE_BACKEND, read on every call: auto (default) | own | cusparse.
+// IOGNN_PROPAGATE_BACKEND, read on every call: own (default) | auto | cusparse; anything else is a
+// ValueError naming the variable.
 enum class BackendRequest { kAuto, kOwn, kCusparse };
 BackendRequest requested_backend();
 
@@ -75,24 +77,39 @@ struct RowScheduleTensors {
 // an empty schedule while capturing.
 std::shared_ptr<const RowScheduleTensors> row_schedule(const at::Tensor& offsets, int64_t nnz);
 
-// cuSPARSE state and backend choice for one feature width F.
-struct WidthPlan {
-  // cuSPARSE, set up by the first call that wants it; null spmm when unavailable (see error).
-  bool tried = false;
-  std::unique_ptr<iognn::cuda::CsrSpmm> spmm;
-  at::Tensor workspace;  // holds CSR_ALG3's analysis: the same buffer for every run of spmm
-  std::string error;
-  // The auto choice, made by the first call in auto mode.
-  bool decided = false;
+// The backend of one width in auto mode: made by timing both on the first call, or set through
+// propagate_plan_set (an explicit choice, or one read back from the on-disk plan cache).
+struct Decision {
+  bool made = false;
   Backend choice = Backend::kOwn;
-  std::string why;  // "timed: own 0.1200 ms, cusparse 0.1500 ms", or why nothing was timed
+  std::string why;  // "timed: own 0.1200 ms, cusparse 0.1500 ms", "not timed: ...", "set: ..."
+};
+
+// The constant edge values of unweighted calls: all ones (sum; also mean of 16-bit features, whose
+// 1/deg is applied in float32 after the product) or the 1/deg of each edge's row (mean).
+enum class EdgeValues { kOnes = 0, kMeanScale = 1 };
+
+// A cuSPARSE product bound to constant edge values, preprocessed into its own workspace. The
+// preprocess contract asks later SpMM calls for the same parameters, the handle included; a call
+// from another thread (another PyTorch handle) preprocesses again first.
+struct PreparedSpmm {
+  std::unique_ptr<iognn::cuda::CsrSpmm> spmm;
+  at::Tensor workspace;             // A's active buffer: used by nothing else, never modified by us
+  cusparseHandle_t handle = nullptr;  // the handle of the last preprocess
+};
+
+// Everything cached for one feature width F.
+struct WidthPlan {
+  PreparedSpmm prepared[2];    // by EdgeValues, built on first need
+  std::string cusparse_error;  // set when a cuSPARSE call failed: the own kernels from then on
+  Decision decision;
 };
 
 // Everything cached for one graph direction, dtype and stream.
 struct Plan {
-  std::mutex mutex;      // held while a call sets up or runs this plan (shared descriptors/buffers)
-  at::Tensor ones;       // [nnz] cuSPARSE edge values of an unweighted sum (built on first need)
-  at::Tensor edge_scale; // [nnz] 1/deg of the row each edge is summed into (mean; on first need)
+  std::mutex mutex;       // held while a call sets up or runs this plan (shared descriptors/buffers)
+  at::Tensor ones;        // [nnz] ones in the features' dtype (built on first need)
+  at::Tensor edge_scale;  // [nnz] 1/deg of the row each edge is summed into (float32/float64 mean)
   std::map<int64_t, WidthPlan> widths;  // by F
 };
 

@@ -5,7 +5,8 @@
 (``reduce='mean'``; 0 for a node without in-edges). Duplicate edges count separately. Edge weights
 are given in the graph's augmented edge order and are kept in fp32 (fp64 for fp64 features).
 Backward: ``grad_x = A^T grad_out`` over the transposed CSR (deterministic, no atomics) and
-``grad_w`` by a sampled dense-dense product.
+``grad_w`` by a sampled dense-dense product. On CUDA the two gathers run on iognn's kernels or on
+cuSPARSE as ``IOGNN_PROPAGATE_BACKEND`` and the graph's plan say (``iognn.ops.propagate_plan``).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import torch
 from torch import Tensor
 
 from ._checks import acc_dtype, check_edge_values, check_features
+from .propagate_plan import record_plans, seed_plans
 
 _REDUCES = ("sum", "mean")
 
@@ -39,9 +41,11 @@ def propagate(graph, x: Tensor, edge_weight: Optional[Tensor] = None, reduce: st
         if edge_weight.dim() != 1:
             raise ValueError(f"edge_weight must be 1-D, got shape {list(edge_weight.shape)}")
         w = graph.csr_edge_values(edge_weight.to(acc_dtype(x.dtype)))
-    return torch.ops.iognn.propagate(graph.rowptr, graph.col, graph.colptr, graph.row,
-                                     graph.csc2csr, w, x,
-                                     reduce)
+    seed_plans(graph, x)
+    out = torch.ops.iognn.propagate(graph.rowptr, graph.col, graph.colptr, graph.row,
+                                    graph.csc2csr, w, x, reduce)
+    record_plans(graph, x)
+    return out
 
 
 def gcn_norm(graph, edge_weight: Optional[Tensor] = None, dtype: torch.dtype = torch.float32) -> Tensor:
