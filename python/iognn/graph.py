@@ -65,9 +65,17 @@ def _parse_self_loops(value) -> SelfLoops:
 
 
 def _as_count(n):
-    """An int from an int-like count; a symbolic size (torch.compile) stays symbolic, since int()
-    would specialise the compiled graph to its current value."""
-    return n if isinstance(n, torch.SymInt) else int(n)
+    """An int from an integer count (int, numpy integer, 0-d integer tensor); a symbolic size
+    (torch.compile) stays symbolic, since int() would specialise the compiled graph to its current
+    value. Anything else (a float, a str, None, a bool) is a TypeError: truncating 5.5 or reading
+    True as 1 would build a different graph than the one asked for."""
+    if isinstance(n, torch.SymInt):
+        return n
+    integral = (isinstance(n, int) or hasattr(n, "__index__")) and not isinstance(n, bool)
+    if not integral or (isinstance(n, Tensor) and (n.is_floating_point() or n.dtype == torch.bool)):
+        raise TypeError(f"num_nodes must hold integer node counts, got {n!r} "
+                        f"({type(n).__name__})")
+    return int(n)
 
 
 def _resolve_size(edge_index: Tensor, size: Size) -> Tuple[int, int]:

@@ -184,7 +184,8 @@ void attention_forward(const AttentionGraph<index_t>& g, const AttentionConfig& 
           const acc alpha = std::exp(scores[k] - lse);
           const acc alpha_t = alpha * dropout_factor<acc>(cfg, e, h);
           if (o.alpha) store(o.alpha + e * H + h, V::kAlphaAfterDropout ? alpha_t : alpha);
-          if (alpha_t == acc(0)) continue;  // dropped edge
+          // No skip for alpha~ = 0 (a dropped or underflowed edge): as in PyG (and the CUDA
+          // kernels), 0 * an Inf / NaN value is NaN.
           v.prepare(i, j, e, h, eh);
           v.add_value(eh, alpha_t, sum.data());
         }

@@ -12,6 +12,18 @@ def acc_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
+# What an op reads from its graph argument: an iognn.Graph, or a Graph-like view with the same
+# CSR attributes (iognn.nn's MessageGraph).
+_GRAPH_ATTRIBUTES = ("rowptr", "col", "colptr", "row", "csc2csr", "num_src_nodes", "num_dst_nodes")
+
+
+def check_graph(graph) -> None:
+    """TypeError unless `graph` is an iognn.Graph (a raw edge_index is the usual mistake)."""
+    if not all(hasattr(graph, a) for a in _GRAPH_ATTRIBUTES):
+        raise TypeError(f"graph must be an iognn.Graph (build one with iognn.Graph(edge_index, "
+                        f"num_nodes)), got {type(graph).__name__}")
+
+
 def check_features(name: str, x: Tensor, graph, rows: int, dim: int = 2) -> None:
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a Tensor, got {type(x).__name__}")

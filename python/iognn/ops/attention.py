@@ -26,7 +26,7 @@ from typing import Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
-from ._checks import acc_dtype, check_edge_values, check_features
+from ._checks import acc_dtype, check_edge_values, check_features, check_graph
 
 Result = Union[Tensor, Tuple[Tensor, Tensor]]
 
@@ -52,6 +52,7 @@ def gat_attention(graph, x: Tensor, alpha_src: Tensor, alpha_dst: Optional[Tenso
     Returns:
         ``out [num_dst_nodes, H, C]``, or ``(out, alpha)``.
     """
+    check_graph(graph)
     H, C = _heads_channels("x", x)
     check_features("x", x, graph, graph.num_src_nodes, dim=3)
     _check_tensor("alpha_src", alpha_src, x, (graph.num_src_nodes, H), "[num_src_nodes, heads]")
@@ -82,6 +83,7 @@ def gatv2_attention(graph, x_src: Tensor, x_dst: Tensor, att: Tensor,
         w_edge: ``lin_edge.weight`` ``[H * C, De]`` (no bias); required with edge_attr.
         Other arguments and the result as in :func:`gat_attention` (alpha after dropout).
     """
+    check_graph(graph)
     H, C = _heads_channels("x_src", x_src)
     check_features("x_src", x_src, graph, graph.num_src_nodes, dim=3)
     check_features("x_dst", x_dst, graph, graph.num_dst_nodes, dim=3)
@@ -116,6 +118,7 @@ def transformer_attention(graph, query: Tensor, key: Tensor, value: Tensor,
         return_alpha: also return the attention weights *before* dropout (as PyG does).
         Other arguments and the result as in :func:`gat_attention`.
     """
+    check_graph(graph)
     H, C = _heads_channels("query", query)
     check_features("query", query, graph, graph.num_dst_nodes, dim=3)
     for name, t in (("key", key), ("value", value)):

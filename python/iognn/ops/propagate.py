@@ -15,7 +15,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ._checks import acc_dtype, check_edge_values, check_features
+from ._checks import acc_dtype, check_edge_values, check_features, check_graph
 from .propagate_plan import record_plans, seed_plans
 
 _REDUCES = ("sum", "mean")
@@ -34,6 +34,7 @@ def propagate(graph, x: Tensor, edge_weight: Optional[Tensor] = None, reduce: st
     """
     if reduce not in _REDUCES:
         raise ValueError(f"reduce must be one of {_REDUCES}, got {reduce!r}")
+    check_graph(graph)
     check_features("x", x, graph, graph.num_src_nodes)
     w = None
     if edge_weight is not None:
@@ -54,6 +55,7 @@ def gcn_norm(graph, edge_weight: Optional[Tensor] = None, dtype: torch.dtype = t
     ``deg`` is the weighted in-degree (self-loops included, as built into ``graph``); a zero degree
     gives a zero weight. The result is in augmented edge order, differentiable in ``edge_weight``.
     """
+    check_graph(graph)
     opts = dict(device=graph.device, dtype=dtype)
     w = torch.ones(graph.num_edges, **opts) if edge_weight is None else edge_weight.to(dtype)
     ones = torch.ones(graph.num_src_nodes, 1, **opts)

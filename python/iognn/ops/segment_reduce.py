@@ -25,7 +25,7 @@ from typing import List, Union
 import torch
 from torch import Tensor
 
-from ._checks import acc_dtype, check_features
+from ._checks import acc_dtype, check_features, check_graph
 
 REDUCES = ("sum", "mean", "min", "max", "var", "std")
 
@@ -58,6 +58,7 @@ def segment_reduce(graph, x: Tensor, reduce: Union[str, Sequence[str]]) -> Tenso
     Returns:
         ``[num_dst_nodes, K * F]`` in the dtype of ``x``, the K results concatenated in order.
     """
+    check_graph(graph)
     names = _reduce_list(reduce)
     check_features("x", x, graph, graph.num_src_nodes)
     out, _, _, _ = torch.ops.iognn.segment_reduce(graph.rowptr, graph.col, graph.colptr, graph.row,

@@ -79,6 +79,7 @@ def message_index_graph(num_messages, index: Optional[Tensor], ptr: Optional[Ten
     def build() -> Graph:
         groups = index
         if groups is None:  # sorted messages: position p is in the last group d with ptr[d] <= p
+            _check_ptr(ptr, num_messages)
             positions = torch.arange(num_messages, dtype=ptr.dtype, device=ptr.device)
             groups = torch.searchsorted(ptr, positions, right=True) - 1
         sources = torch.arange(num_messages, dtype=groups.dtype, device=groups.device)
@@ -100,6 +101,21 @@ def _check_index(name: str, t) -> None:
         raise TypeError(f"{name} must have dtype int32 or int64, got {t.dtype}")
     if t.dim() != 1:
         raise ValueError(f"{name} must be 1-D, got shape {list(t.shape)}")
+
+
+def _check_ptr(ptr: Tensor, num_messages) -> None:
+    """PyG's ptr contract: non-decreasing, ``ptr[0] = 0`` and ``ptr[-1]`` = the number of messages
+    (anything else would assign messages to groups silently). One host sync, on a cache miss only;
+    skipped under torch.compile, where it would break the graph."""
+    if torch.compiler.is_compiling():
+        return
+    bounds = (int(ptr[0]), int(ptr[-1])) if ptr.numel() > 0 else None
+    decreasing = ptr.numel() > 1 and bool((ptr.diff() < 0).any())
+    if bounds != (0, num_messages) or decreasing:
+        got = "no entries" if bounds is None else f"ptr[0] = {bounds[0]}, ptr[-1] = {bounds[1]}"
+        raise ValueError(f"ptr must be non-decreasing with ptr[0] = 0 and ptr[-1] = "
+                         f"{num_messages} (the number of messages), got {got}"
+                         f"{' and a decrease' if decreasing else ''}")
 
 
 def flat(x: Tensor) -> Tensor:

@@ -96,6 +96,29 @@ def aggregate_weighted(aggr_module, graph, x: Tensor, weight: Optional[Tensor] =
     return aggregate_with(aggr_module, messages_graph(graph), messages)
 
 
+def check_edge_values(layer: str, name: str, values, graph, edge_dim: Optional[int] = None
+                      ) -> None:
+    """A layer's per-edge input against its adjacency: ``edge_weight [E]`` or (with ``edge_dim``)
+    ``edge_attr [E]`` / ``[E, edge_dim]``, E being the edges as given (before any self-loop is
+    added). Raises a TypeError / ValueError naming the argument, where a mismatch would otherwise
+    surface inside the graph's edge bookkeeping under an internal name."""
+    if not isinstance(values, Tensor):
+        raise TypeError(f"{layer}: {name} must be a Tensor, got {type(values).__name__}")
+    if edge_dim is None:
+        if values.dim() != 1:
+            raise ValueError(f"{layer}: {name} must be 1-D [num_edges], got shape "
+                             f"{list(values.shape)}")
+    elif values.dim() not in (1, 2) or (1 if values.dim() == 1 else values.size(1)) != edge_dim:
+        raise ValueError(f"{layer}: {name} must have shape [num_edges, edge_dim={edge_dim}] (or "
+                         f"[num_edges] when edge_dim=1), got {list(values.shape)}")
+    if values.device != graph.device:
+        raise ValueError(f"{layer}: {name} is on {values.device} but edge_index is on "
+                         f"{graph.device}")
+    if values.size(0) != graph.num_input_edges:
+        raise ValueError(f"{layer}: {name} has {values.size(0)} rows but edge_index has "
+                         f"{graph.num_input_edges} edges")
+
+
 def split_input(x) -> Tuple[Tensor, Optional[Tensor]]:
     """``(x_src, x_dst)`` of a tensor or a pair (x_dst may be None)."""
     if isinstance(x, Tensor):

@@ -20,7 +20,7 @@ from .._amp import like
 from .._graph import node_counts, structural_adjacency
 from ..linear import Linear, glorot_
 from ._attention import loop_edge_attr, with_attention
-from ._common import MessagePassingArgs, check_attention_aggr, split_input
+from ._common import MessagePassingArgs, check_attention_aggr, check_edge_values, split_input
 
 
 class GATConv(torch.nn.Module):
@@ -142,6 +142,8 @@ class GATConv(torch.nn.Module):
         adj = structural_adjacency("GATConv", edge_index, num_src, num_dst, self.add_self_loops)
         w_edge = None
         if self.lin_edge is not None:
+            if edge_attr is not None:
+                check_edge_values("GATConv", "edge_attr", edge_attr, adj.graph, self.edge_dim)
             edge_attr = loop_edge_attr(adj, edge_attr, self.fill_value)
             if edge_attr is not None:
                 edge_attr, w_edge = like(edge_attr, h_src), self._edge_weights(h_src)

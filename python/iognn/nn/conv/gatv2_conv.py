@@ -17,7 +17,7 @@ from .._amp import like
 from .._graph import structural_adjacency
 from ..linear import Linear, glorot_
 from ._attention import loop_edge_attr, with_attention
-from ._common import MessagePassingArgs, check_attention_aggr, split_input
+from ._common import MessagePassingArgs, check_attention_aggr, check_edge_values, split_input
 
 
 class GATv2Conv(torch.nn.Module):
@@ -101,6 +101,8 @@ class GATv2Conv(torch.nn.Module):
         if edge_attr is not None or adj.values is not None:
             if self.lin_edge is None:
                 raise ValueError("GATv2Conv got edge_attr but was built without edge_dim")
+            if edge_attr is not None:
+                check_edge_values("GATv2Conv", "edge_attr", edge_attr, adj.graph, self.edge_dim)
             edge_attr = like(loop_edge_attr(adj, edge_attr, self.fill_value), h_src)
             w_edge = like(self.lin_edge.weight, h_src)
         want_alpha = bool(return_attention_weights)

@@ -29,7 +29,7 @@ from .._amp import like
 from .._graph import (cached_graph, cached_on, edge_graph, is_sparse, sparse_graph, sparse_input,
                       weighted_adjacency)
 from ..linear import Linear
-from ._common import MessagePassingArgs, aggregate_weighted
+from ._common import MessagePassingArgs, aggregate_weighted, check_edge_values
 
 
 class GCNConv(torch.nn.Module):
@@ -89,7 +89,10 @@ class GCNConv(torch.nn.Module):
                 adj = weighted_adjacency("GCNConv", edge_index, num_nodes, num_nodes,
                                          coalesce=self.fuse, use_values=True)
                 return adj.graph, adj.values
-            return edge_graph("GCNConv", edge_index, num_nodes, num_nodes), edge_weight
+            graph = edge_graph("GCNConv", edge_index, num_nodes, num_nodes)
+            if edge_weight is not None:
+                check_edge_values("GCNConv", "edge_weight", edge_weight, graph)
+            return graph, edge_weight
         fill = 2.0 if self.improved else 1.0
         dtype = acc_dtype(x.dtype)
         if is_sparse(edge_index):
@@ -97,6 +100,8 @@ class GCNConv(torch.nn.Module):
         else:
             loops = SelfLoops.ADD_REMAINING if self.add_self_loops else SelfLoops.KEEP
             graph = edge_graph("GCNConv", edge_index, num_nodes, num_nodes, loops)
+            if edge_weight is not None:
+                check_edge_values("GCNConv", "edge_weight", edge_weight, graph)
             weight = graph.augment_edge_values(edge_weight, fill)
         if weight is None:
             weight = cached_on(graph, ("gcn_norm", dtype), lambda: gcn_norm(graph, None, dtype))

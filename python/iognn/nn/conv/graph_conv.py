@@ -14,7 +14,7 @@ from torch import Tensor
 from .._amp import autocast_input
 from .._graph import node_counts, weighted_adjacency
 from ..linear import Linear
-from ._common import MessagePassingArgs, aggregate_weighted, split_input
+from ._common import MessagePassingArgs, aggregate_weighted, check_edge_values, split_input
 
 
 class GraphConv(torch.nn.Module):
@@ -54,6 +54,8 @@ class GraphConv(torch.nn.Module):
                                  use_values=True)
         if adj.sparse is not None and (self.fuse or edge_weight is None):
             edge_weight = adj.values  # PyG's fused path ignores edge_weight for sparse inputs
+        elif edge_weight is not None:
+            check_edge_values("GraphConv", "edge_weight", edge_weight, adj.graph)
         out = aggregate_weighted(self.aggr_module, adj.graph, autocast_input(x_src), edge_weight)
         out = self.lin_rel(out)
         if x_dst is not None:

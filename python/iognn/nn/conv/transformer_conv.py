@@ -17,7 +17,7 @@ from .._amp import like
 from .._graph import structural_adjacency
 from ..linear import Linear
 from ._attention import with_attention
-from ._common import MessagePassingArgs, check_attention_aggr, split_input
+from ._common import MessagePassingArgs, check_attention_aggr, check_edge_values, split_input
 
 
 class TransformerConv(torch.nn.Module):
@@ -88,6 +88,8 @@ class TransformerConv(torch.nn.Module):
                                    add_loops=False)
         if edge_attr is None:
             edge_attr = adj.values
+        elif self.lin_edge is not None:
+            check_edge_values("TransformerConv", "edge_attr", edge_attr, adj.graph, self.edge_dim)
         if edge_attr is not None and self.lin_edge is None:
             raise ValueError("TransformerConv got edge_attr but was built without edge_dim")
         w_edge = None if self.lin_edge is None else like(self.lin_edge.weight, query)
