@@ -126,17 +126,17 @@ void run_segment_reduce(const Shape& s, uint64_t seed) {
   const std::vector<T> x = random_values<T>(s.num_src * F, seed + 4);
   const std::vector<T> grad = random_values<T>(s.num_dst * K * F, seed + 5);
   std::vector<T> out(s.num_dst * K * F), grad_x(s.num_src * F);
-  std::vector<I> arg_min(s.num_dst * F), arg_max(s.num_dst * F);
+  std::vector<I> count_min(s.num_dst * F), count_max(s.num_dst * F);
   std::vector<acc_t<T>> mean(s.num_dst * F);
   cpu::segment_reduce_forward<T, I>(g.rowptr.data(), g.col.data(), x.data(), F, s.num_dst, F,
-                                    reduces, out.data(), arg_min.data(), arg_max.data(),
+                                    reduces, out.data(), count_min.data(), count_max.data(),
                                     mean.data());
-  cpu::segment_reduce_backward<T, I>(g.colptr.data(), g.row.data(), g.csc2csr.data(),
-                                     g.rowptr.data(), x.data(), F, out.data(), arg_min.data(),
-                                     arg_max.data(), mean.data(), grad.data(), s.num_src, F,
-                                     reduces, grad_x.data());
+  cpu::segment_reduce_backward<T, I>(g.colptr.data(), g.row.data(), g.rowptr.data(), x.data(), F,
+                                     out.data(), count_min.data(), count_max.data(), mean.data(),
+                                     grad.data(), s.num_src, F, reduces, grad_x.data());
   // Forward by definition (0 for an empty row); backward: sum and mean spread the gradient over
-  // the row, min / max send it to the winning edge (no ties: random values), var adds
+  // the row, min / max send it to the edges holding the result (split evenly among duplicate
+  // edges; random values have no other ties), var adds
   // 2 (x - mean) / deg, std that times 1 / (2 std) where std is not masked.
   std::vector<double> ref_gx(s.num_src * F, 0);
   for (int64_t i = 0; i < s.num_dst; ++i) {

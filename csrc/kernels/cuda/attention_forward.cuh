@@ -72,7 +72,10 @@ __device__ void attend_edges(const ForwardArgs<V, index_t>& a, const GroupLane& 
       for (int x = 0; x < V::kVec; ++x) state.sum.v[k][x] *= rescale;
 #pragma unroll
     for (int u = 0; u < EdgeBatch<V>::kN; ++u) {
-      const acc p = exp_acc(b.s[u] - m_new);  // 0 for padding
+      // Padding is skipped, not weighted by 0: its value slots are a real edge's, and 0 * an Inf
+      // or NaN value would poison the row.
+      if (!b.ok[u]) continue;
+      const acc p = exp_acc(b.s[u] - m_new);
       state.l += p;
       add_scaled(state.sum, b.value[u], p * dropout_factor<acc>(a.cfg, b.e[u], h));
     }
@@ -174,7 +177,9 @@ __global__ void __launch_bounds__(kThreads, min_blocks<V, Pass::kForward>())
   } else {
     attend_range(a, g, i, h, pb, pe, state);
   }
-  const bool any = state.l > acc(0);
+  // l is 0 only for a row without in-edges (or with -inf scores only); NaN (a NaN or +Inf score)
+  // must reach the output as NaN, as in PyG.
+  const bool any = state.l != acc(0);
   const acc lse = any ? state.m + log_acc(state.l) : neg_inf<acc>();
   typename V::S out;
 #pragma unroll

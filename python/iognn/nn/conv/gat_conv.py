@@ -122,7 +122,7 @@ class GATConv(torch.nn.Module):
         dim 1 of att (``[1, k * H, C]``): ``[N, k * H]``."""
         H, C = self.heads, self.out_channels
         w = lin.weight.view(H, C, -1)
-        w_att = torch.einsum("hcf,khc->khf", w, att.view(-1, H, C)).reshape(-1, w.size(-1))
+        w_att = torch.einsum("hcf,khc->khf", w, att.view(-1, H, C)).reshape(att.size(1), w.size(-1))
         return torch.nn.functional.linear(x, like(w_att, x))
 
     def _edge_weights(self, ref: Tensor) -> Tensor:
