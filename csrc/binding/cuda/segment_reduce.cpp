@@ -77,7 +77,9 @@ at::Tensor segment_reduce_backward_cuda(const at::Tensor& colptr, const at::Tens
   dispatch_float(x.scalar_type(), op, [&](auto ft) {
     using T = typename decltype(ft)::type;
     const at::Tensor ws = workspace_like(
-        cuda::segment_reduce_backward_workspace<T>(call.num_src, num_edges, call.F), x);
+        cuda::segment_reduce_backward_workspace<T>(call.num_src, call.num_dst, num_edges, call.F,
+                                                   call.reduces),
+        x);
     dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
       using I = typename decltype(it)::type;
       translate_errors([&] {
@@ -86,8 +88,8 @@ at::Tensor segment_reduce_backward_cuda(const at::Tensor& colptr, const at::Tens
             cptr<T>(out), call.want_min ? cptr<I>(count_min) : nullptr,
             call.want_max ? cptr<I>(count_max) : nullptr,
             call.want_mean ? cptr<acc_t<T>>(mean) : nullptr, cptr<T>(grad_out), call.num_src,
-            num_edges, call.F, call.reduces, ptr<T>(grad_x), ws.data_ptr(), size_t(ws.numel()),
-            stream);
+            call.num_dst, num_edges, call.F, call.reduces, ptr<T>(grad_x), ws.data_ptr(),
+            size_t(ws.numel()), stream);
       });
     });
   });

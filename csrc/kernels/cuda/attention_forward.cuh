@@ -177,9 +177,9 @@ __global__ void __launch_bounds__(kThreads, min_blocks<V, Pass::kForward>())
   } else {
     attend_range(a, g, i, h, pb, pe, state);
   }
-  // l is 0 only for a row without in-edges (or with -inf scores only); NaN (a NaN or +Inf score)
-  // must reach the output as NaN, as in PyG.
-  const bool any = state.l != acc(0);
+  // As in PyG: a row without in-edges gets 0; a row whose scores are all -inf (l = 0) or hold a
+  // NaN or +inf (l = NaN) gets NaN (0 / 0), so does its lse and with it the backward.
+  const bool any = pe > pb;
   const acc lse = any ? state.m + log_acc(state.l) : neg_inf<acc>();
   typename V::S out;
 #pragma unroll

@@ -44,20 +44,24 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
                             index_t* count_max, acc_t<T>* mean, void* workspace,
                             size_t workspace_bytes, cudaStream_t stream);
 
-// Workspace bytes of segment_reduce_backward for num_src sources and num_edges edges.
+// Workspace bytes of segment_reduce_backward: the per-destination gradient coefficients (when the
+// reductions need them: var / std, or sum and mean together) and the heavy-source schedule.
 template <typename T>
-size_t segment_reduce_backward_workspace(int64_t num_src, int64_t num_edges, int64_t F);
+size_t segment_reduce_backward_workspace(int64_t num_src, int64_t num_dst, int64_t num_edges,
+                                         int64_t F, const std::vector<SegmentReduce>& reduces);
 
-// Backward: grad_x [num_src, F] (contiguous), gathered over the transposed CSR (colptr, row)
-// exactly as the host kernel does; out, count_min, count_max, mean are the forward's outputs
+// Backward: grad_x [num_src, F] (contiguous), gathered over the transposed CSR (colptr, row) with
+// the host kernel's formulas; out, count_min, count_max, mean are the forward's outputs
 // (contiguous; the aux pointers may be nullptr when their reduction is not requested), grad_out
-// [num_dst, K*F] contiguous. A min / max gradient and count are only read for an edge whose value
-// equals the result (or for a NaN result): other edges cost one read of out per feature.
+// [num_dst, K*F] contiguous. The gradients of the reductions linear in x_j are first folded per
+// destination into one or two coefficients (in the workspace); a min / max gradient and tie count
+// are only read for an edge whose value equals the result (or for a NaN result). Sums may differ
+// from the host kernel's in the last bits (the coefficients fold the reductions in another order).
 template <typename T, typename index_t>
 void segment_reduce_backward(const index_t* colptr, const index_t* row, const index_t* rowptr,
                              const T* x, int64_t x_stride, const T* out, const index_t* count_min,
                              const index_t* count_max, const acc_t<T>* mean, const T* grad_out,
-                             int64_t num_src, int64_t num_edges, int64_t F,
+                             int64_t num_src, int64_t num_dst, int64_t num_edges, int64_t F,
                              const std::vector<SegmentReduce>& reduces, T* grad_x,
                              void* workspace, size_t workspace_bytes, cudaStream_t stream);
 

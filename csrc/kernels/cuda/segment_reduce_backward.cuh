@@ -1,7 +1,7 @@
-// CUDA segment-reduction backward: grad_x gathered over the transposed CSR (one source row per
-// group, its out-edges in transposed-CSR order, exactly the host kernel's arithmetic), and the entry
-// points instantiated by segment_reduce_backward_*.cu. Sources of very large out-degree are split
-// into segments and merged by the shared schedule like heavy forward rows.
+// CUDA segment-reduction backward: per-destination gradient coefficients, then grad_x gathered over
+// the transposed CSR (one source row per group, its out-edges in transposed-CSR order), and the
+// entry points instantiated by segment_reduce_backward_*.cu. Sources of very large out-degree are
+// split into segments and merged by the shared schedule like heavy forward rows.
 #pragma once
 
 #include <vector>
@@ -14,6 +14,111 @@
 namespace iognn::cuda {
 namespace sr {
 
+// The backward in two steps. (1) coefficients_kernel, one thread per (destination i, feature f),
+// coalesced: folds the gradients of the reductions that are linear in x_j into at most two
+// coefficients, so that the gradient edge j -> i sends to x_j is
+//     a[i,f] + b[i,f] * (x_j - mean[i,f])   +   the min / max shares,
+//   a = g_sum + g_mean / deg_i,   b = 2 g_var / deg_i + g_std / (deg_i std_i)  (std_i > 0, else 0).
+// a is only tabulated when sum and mean are both requested; a single one of them is read straight
+// from grad_out (mean scaled by 1 / deg_i). (2) The schedule's gather over the transposed CSR, a
+// batch of kEdgeUnroll out-edges at a time with every unconditional load of the batch (a or g, b,
+// mean, the min / max results) issued before any is used, then the min / max gradients and tie
+// counts of the edges holding a result (segment_extremum.h), also issued together. So an edge
+// costs one or two dependent memory round trips whatever the reductions, instead of one per
+// reduction and edge.
+struct BackwardTable {
+  size_t a_offset = 0, b_offset = 0, bytes = 0;  // a / b: [num_dst, F] acc arrays when present
+  bool has_a = false, has_b = false;
+};
+
+template <typename T>
+BackwardTable backward_table(int64_t num_dst, int64_t F, const std::vector<SegmentReduce>& reduces) {
+  BackwardTable t;
+  const bool sum = cpu::segment_reduce_has(reduces, SegmentReduce::kSum);
+  const bool mean = cpu::segment_reduce_has(reduces, SegmentReduce::kMean);
+  t.has_a = sum && mean;
+  t.has_b = cpu::segment_reduce_needs_mean(reduces);
+  const size_t array = align_up(size_t(num_dst) * size_t(F) * sizeof(acc_t<T>), 256);
+  t.a_offset = 0;
+  t.b_offset = t.has_a ? array : 0;
+  t.bytes = (t.has_a ? array : 0) + (t.has_b ? array : 0);
+  return t;
+}
+
+// Reduction slots (their k in out / grad_out rows) that the gather reads, -1 when absent.
+struct BackwardSlots {
+  int direct = -1;           // sum or mean read from grad_out when a is not tabulated
+  bool direct_mean = false;  // ... and it is the mean (divide by deg_i)
+  int min = -1, max = -1, var = -1, std = -1, sum = -1, mean = -1;
+};
+
+inline BackwardSlots backward_slots(const std::vector<SegmentReduce>& reduces) {
+  BackwardSlots s;
+  for (size_t k = 0; k < reduces.size(); ++k) {
+    switch (reduces[k]) {
+      case SegmentReduce::kSum: s.sum = int(k); break;
+      case SegmentReduce::kMean: s.mean = int(k); break;
+      case SegmentReduce::kMin: s.min = int(k); break;
+      case SegmentReduce::kMax: s.max = int(k); break;
+      case SegmentReduce::kVar: s.var = int(k); break;
+      case SegmentReduce::kStd: s.std = int(k); break;
+    }
+  }
+  if ((s.sum >= 0) != (s.mean >= 0)) {
+    s.direct = s.sum >= 0 ? s.sum : s.mean;
+    s.direct_mean = s.mean >= 0;
+  }
+  return s;
+}
+
+// Step 1: a and b for every (i, f); rows without in-edges get 0 (no edge reads them).
+template <typename T, typename index_t>
+__global__ void coefficients_kernel(const index_t* rowptr, const T* out, const T* grad_out,
+                                    int64_t num_dst, int64_t F, int64_t K, BackwardSlots slots,
+                                    acc_t<T>* a, acc_t<T>* b) {
+  using acc = acc_t<T>;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < num_dst * F; n += stride) {
+    const int64_t i = n / F, f = n - i * F;
+    const int64_t deg_n = int64_t(rowptr[i + 1]) - int64_t(rowptr[i]);
+    const acc deg = acc(deg_n > 0 ? deg_n : 1);
+    const T* g = grad_out + i * K * F + f;
+    if (a) {
+      const acc v = to_acc(g[slots.sum * F]) + to_acc(g[slots.mean * F]) / deg;
+      a[n] = deg_n > 0 ? v : acc(0);
+    }
+    if (b) {
+      acc v = acc(0);
+      if (slots.var >= 0) v += acc(2) * to_acc(g[slots.var * F]) / deg;
+      if (slots.std >= 0) {
+        const acc std_i = to_acc(out[i * K * F + slots.std * F + f]);
+        if (std_i > acc(0))  // masked or NaN std: PyG's clamp passes no gradient
+          v += to_acc(g[slots.std * F]) / (deg * std_i);
+      }
+      b[n] = deg_n > 0 ? v : acc(0);
+    }
+  }
+}
+
+// VEC consecutive acc values (16-byte loads; VEC * sizeof(acc) is 4, 8, 16 or 32 bytes).
+template <int VEC, typename acc>
+__device__ __forceinline__ void load_acc(const acc* p, acc (&v)[VEC]) {
+  constexpr int kBytes = VEC * int(sizeof(acc));
+  if constexpr (kBytes <= 16) {
+    const Pack<acc, VEC> pk = load_pack<acc, VEC>(p);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) v[e] = pk.v[e];
+  } else {
+    constexpr int kPer = 16 / int(sizeof(acc));
+#pragma unroll
+    for (int h = 0; h < VEC / kPer; ++h) {
+      const Pack<acc, kPer> pk = load_pack<acc, kPer>(p + h * kPer);
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) v[h * kPer + e] = pk.v[e];
+    }
+  }
+}
+
 template <typename T>
 size_t backward_slot_bytes(int64_t F) {
   return align_up(size_t(F) * sizeof(acc_t<T>), 16);
@@ -22,6 +127,14 @@ size_t backward_slot_bytes(int64_t F) {
 template <typename T, typename index_t>
 struct BackwardOp {
   using acc = acc_t<T>;
+  // Out-edges per batch, all their loads in flight at once (halved for 8-wide packs).
+  template <int VEC>
+  static constexpr int kLinearBatch = VEC >= 8 ? 2 : 4;
+  template <int VEC>
+  static constexpr int kExtremumBatch = VEC >= 8 ? 1 : 2;
+  // Blocks of kLightThreads per SM the light / segment kernels are compiled for: a register cap
+  // (~80) that keeps 24 warps per SM in flight to hide the gathers.
+  static constexpr int kMinBlocks = 3;
   template <int VEC>  // one lane's VEC consecutive features
   struct State {
     acc sum[VEC];
@@ -33,14 +146,15 @@ struct BackwardOp {
   const T* x;
   int64_t x_stride;
   const T* out;
+  const T* grad_out;
   const index_t* count_min;
   const index_t* count_max;
-  const acc* mean;
-  const T* grad_out;
-  int64_t F;
-  ReduceList reduces;
-  bool need_x;       // var, std, min or max requested
-  bool need_degree;  // mean, var or std requested
+  const acc* mean;  // [num_dst, F]: the forward's mean (var / std)
+  const acc* a;     // [num_dst, F] or nullptr
+  const acc* b;     // [num_dst, F] or nullptr (var / std)
+  int64_t F, K;
+  BackwardSlots slots;
+  bool need_x;
   T* grad_x;
 
   __device__ int64_t offset(int64_t j) const { return int64_t(colptr[j]); }
@@ -51,81 +165,98 @@ struct BackwardOp {
     for (int e = 0; e < VEC; ++e) s.sum[e] = acc(0);
   }
 
-  // min / max: only the edges holding the result o (or all, for a NaN result) get a share of the
-  // gradient, so its gradient and count are only read when some lane-feature needs them.
-  template <int VEC>
-  __device__ void add_extremum(State<VEC>& s, const acc (&xj)[VEC], const Pack<T, VEC>& o,
-                               const T* g, const index_t* count) const {
-    bool any = false;
+  // The min (or max) gradient of U edges: which lane-features hold the result o, then the
+  // gradients and tie counts of the edges with any such feature, all loads issued at once.
+  template <int VEC, int U>
+  __device__ void add_extremum(State<VEC>& s, const acc (&xj)[VEC], const int64_t (&i)[U],
+                               const bool (&ok)[U], int slot, const index_t* count,
+                               int64_t f0) const {
+    Pack<T, VEC> o[U];
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) any |= extremum_receives(xj[e], to_acc(o.v[e]));
-    if (!any) return;
-    const Pack<T, VEC> gp = load_pack<T, VEC>(g);
+    for (int u = 0; u < U; ++u) o[u] = load_pack<T, VEC>(out + (i[u] * K + slot) * F + f0);
+    bool hit[U];
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      const acc oe = to_acc(o.v[e]);
-      if (extremum_receives(xj[e], oe))
-        s.sum[e] += extremum_share(oe, acc(count[e]), to_acc(gp.v[e]));
+    for (int u = 0; u < U; ++u) {
+      hit[u] = false;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) hit[u] |= extremum_receives(xj[e], to_acc(o[u].v[e]));
+      hit[u] &= ok[u];
     }
-  }
-
-  // Adds the gradient that out-edge j -> i sends to x_j, all reductions in request order.
-  template <int VEC>
-  __device__ void add_edge(State<VEC>& s, const acc (&xj)[VEC], int64_t i, int64_t f0) const {
-    const int64_t K = reduces.count;
-    const acc deg =  // >= 1: the edge is in row i
-        need_degree ? acc(int64_t(rowptr[i + 1]) - int64_t(rowptr[i])) : acc(1);
-    const T* g_i = grad_out + i * K * F + f0;
-    const T* out_i = out + i * K * F + f0;
-    const int64_t aux = i * F + f0;
-    // One pack per reduction, all loads issued before any is used: the gradient, except for min /
-    // max, whose result is read first (add_extremum reads their gradient only where needed).
-    Pack<T, VEC> v[kMaxReduces];
+    Pack<T, VEC> g[U];
+    index_t c[U][VEC];
 #pragma unroll
-    for (int k = 0; k < kMaxReduces; ++k) {
-      if (k >= K) continue;
-      const auto code = SegmentReduce(reduces.code[k]);
-      const bool extremum = code == SegmentReduce::kMin || code == SegmentReduce::kMax;
-      v[k] = load_pack<T, VEC>((extremum ? out_i : g_i) + k * F);
+    for (int u = 0; u < U; ++u) {
+      if (!hit[u]) continue;
+      g[u] = load_pack<T, VEC>(grad_out + (i[u] * K + slot) * F + f0);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) c[u][e] = __ldg(count + i[u] * F + f0 + e);
     }
 #pragma unroll
-    for (int k = 0; k < kMaxReduces; ++k) {
-      if (k >= K) continue;  // (not break: keeps the loop unrolled and v in registers)
-      switch (SegmentReduce(reduces.code[k])) {
-        case SegmentReduce::kSum:
+    for (int u = 0; u < U; ++u) {
+      if (!hit[u]) continue;
 #pragma unroll
-          for (int e = 0; e < VEC; ++e) s.sum[e] += to_acc(v[k].v[e]);
-          break;
-        case SegmentReduce::kMean:
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) s.sum[e] += to_acc(v[k].v[e]) / deg;
-          break;
-        case SegmentReduce::kMin:
-          add_extremum(s, xj, v[k], g_i + k * F, count_min + aux);
-          break;
-        case SegmentReduce::kMax:
-          add_extremum(s, xj, v[k], g_i + k * F, count_max + aux);
-          break;
-        case SegmentReduce::kVar:
-#pragma unroll
-          for (int e = 0; e < VEC; ++e)
-            s.sum[e] += acc(2) * to_acc(v[k].v[e]) * (xj[e] - mean[aux + e]) / deg;
-          break;
-        case SegmentReduce::kStd: {
-          const Pack<T, VEC> sd = load_pack<T, VEC>(out_i + k * F);
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) {
-            const acc std_i = to_acc(sd.v[e]);
-            if (std_i > acc(0))  // masked or NaN std: PyG's clamp passes no gradient
-              s.sum[e] += to_acc(v[k].v[e]) * (xj[e] - mean[aux + e]) / (deg * std_i);
-          }
-          break;
-        }
+      for (int e = 0; e < VEC; ++e) {
+        const acc oe = to_acc(o[u].v[e]);
+        if (extremum_receives(xj[e], oe))
+          s.sum[e] += extremum_share(oe, acc(c[u][e]), to_acc(g[u].v[e]));
       }
     }
   }
 
-  // Folds source j's out-edges [begin, end) in transposed-CSR order.
+  // The linear part of U edges: a (or one grad_out slot), then b * (x_j - mean).
+  template <int VEC, int U>
+  __device__ void add_linear(State<VEC>& s, const acc (&xj)[VEC], const int64_t (&i)[U],
+                             const bool (&ok)[U], int64_t f0) const {
+    acc av[U][VEC], bv[U][VEC], mv[U][VEC];
+    acc scale[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t n = i[u] * F + f0;
+      scale[u] = acc(1);
+      if (a) {
+        load_acc<VEC>(a + n, av[u]);
+      } else if (slots.direct >= 0) {
+        const Pack<T, VEC> g = load_pack<T, VEC>(grad_out + (i[u] * K + slots.direct) * F + f0);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) av[u][e] = to_acc(g.v[e]);
+        if (slots.direct_mean)
+          scale[u] = acc(1) / acc(int64_t(rowptr[i[u] + 1]) - int64_t(rowptr[i[u]]));
+      }
+      if (b) {
+        load_acc<VEC>(b + n, bv[u]);
+        load_acc<VEC>(mean + n, mv[u]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (!ok[u]) continue;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        if (a || slots.direct >= 0) s.sum[e] += slots.direct_mean ? av[u][e] * scale[u] : av[u][e];
+        if (b) s.sum[e] += bv[u][e] * (xj[e] - mv[u][e]);
+      }
+    }
+  }
+
+  // Calls part(i, ok) for the out-edges [begin, end) in transposed-CSR order, U at a time (a
+  // short last batch repeats its first edge as padding, with ok = false).
+  template <int U, class Part>
+  __device__ void for_edge_batches(int64_t begin, int64_t end, Part&& part) const {
+    for (int64_t q = begin; q < end; q += U) {
+      int64_t i[U];
+      bool ok[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        ok[u] = q + u < end;
+        i[u] = int64_t(row[ok[u] ? q + u : q]);
+      }
+      part(i, ok);
+    }
+  }
+
+  // Folds source j's out-edges [begin, end): one sweep per part (linear, min, max), so that a
+  // sweep's registers only hold its own loads; the sweeps after the first find the indices in
+  // cache. Each feature's sum runs in a fixed order: deterministic.
   template <int VEC>
   __device__ void accumulate(State<VEC>& s, int64_t j, int64_t begin, int64_t end,
                              int64_t f0) const {
@@ -138,21 +269,25 @@ struct BackwardOp {
 #pragma unroll
       for (int e = 0; e < VEC; ++e) xj[e] = acc(0);
     }
-    int64_t q = begin;
-    for (; q + kEdgeUnroll <= end; q += kEdgeUnroll) {
-      int64_t i[kEdgeUnroll];
-#pragma unroll
-      for (int u = 0; u < kEdgeUnroll; ++u) i[u] = int64_t(row[q + u]);
-#pragma unroll
-      for (int u = 0; u < kEdgeUnroll; ++u) add_edge(s, xj, i[u], f0);
-    }
-    for (; q < end; ++q) add_edge(s, xj, int64_t(row[q]), f0);
+    constexpr int L = kLinearBatch<VEC>, X = kExtremumBatch<VEC>;
+    if (a || b || slots.direct >= 0)
+      for_edge_batches<L>(begin, end, [&](const int64_t(&i)[L], const bool(&ok)[L]) {
+        add_linear<VEC, L>(s, xj, i, ok, f0);
+      });
+    if (slots.min >= 0)
+      for_edge_batches<X>(begin, end, [&](const int64_t(&i)[X], const bool(&ok)[X]) {
+        add_extremum<VEC, X>(s, xj, i, ok, slots.min, count_min, f0);
+      });
+    if (slots.max >= 0)
+      for_edge_batches<X>(begin, end, [&](const int64_t(&i)[X], const bool(&ok)[X]) {
+        add_extremum<VEC, X>(s, xj, i, ok, slots.max, count_max, f0);
+      });
   }
 
   template <int VEC>
-  __device__ void merge(State<VEC>& a, const State<VEC>& b) const {
+  __device__ void merge(State<VEC>& x, const State<VEC>& y) const {
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) a.sum[e] += b.sum[e];
+    for (int e = 0; e < VEC; ++e) x.sum[e] += y.sum[e];
   }
 
   // Workspace slot layout (backward_slot_bytes): acc sum[F].
@@ -190,31 +325,50 @@ HeavyPlan backward_plan(int64_t num_src, int64_t num_edges, int64_t F) {
 }  // namespace sr
 
 template <typename T>
-size_t segment_reduce_backward_workspace(int64_t num_src, int64_t num_edges, int64_t F) {
-  return sr::backward_plan<T>(num_src, num_edges, F).bytes;
+size_t segment_reduce_backward_workspace(int64_t num_src, int64_t num_dst, int64_t num_edges,
+                                         int64_t F, const std::vector<SegmentReduce>& reduces) {
+  return sr::align_up(sr::backward_table<T>(num_dst, F, reduces).bytes, 256) +
+         sr::backward_plan<T>(num_src, num_edges, F).bytes;
 }
 
 template <typename T, typename index_t>
 void segment_reduce_backward(const index_t* colptr, const index_t* row, const index_t* rowptr,
                              const T* x, int64_t x_stride, const T* out, const index_t* count_min,
                              const index_t* count_max, const acc_t<T>* mean, const T* grad_out,
-                             int64_t num_src, int64_t num_edges, int64_t F,
+                             int64_t num_src, int64_t num_dst, int64_t num_edges, int64_t F,
                              const std::vector<SegmentReduce>& reduces, T* grad_x,
                              void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-  const sr::ReduceList list = sr::make_reduce_list(reduces);
-  const bool need_x = cpu::segment_reduce_backward_needs_x(reduces);
-  const bool need_degree = cpu::segment_reduce_backward_needs_degree(reduces);
-  const sr::BackwardOp<T, index_t> op{colptr,   row,       rowptr,    x,      x_stride,
-                                      out,      count_min, count_max, mean,   grad_out,
-                                      F,        list,      need_x,    need_degree, grad_x};
+  using acc = acc_t<T>;
+  const int64_t K = sr::make_reduce_list(reduces).count;
+  const sr::BackwardSlots slots = sr::backward_slots(reduces);
+  const sr::BackwardTable table = sr::backward_table<T>(num_dst, F, reduces);
+  const size_t table_bytes = sr::align_up(table.bytes, 256);
+  IOGNN_CHECK(table_bytes == 0 || (workspace != nullptr && workspace_bytes >= table_bytes),
+              ValueError, "segment_reduce_backward: the workspace has ", workspace_bytes,
+              " bytes but ", table_bytes, " are needed");
+  auto* ws = static_cast<unsigned char*>(workspace);
+  acc* a = table.has_a ? reinterpret_cast<acc*>(ws + table.a_offset) : nullptr;
+  acc* b = table.has_b ? reinterpret_cast<acc*>(ws + table.b_offset) : nullptr;
+  if ((a || b) && num_dst > 0 && F > 0) {
+    const int64_t blocks = std::min<int64_t>(sr::ceil_div(num_dst * F, 256), 65536);
+    sr::coefficients_kernel<T, index_t><<<unsigned(blocks), 256, 0, stream>>>(
+        rowptr, out, grad_out, num_dst, F, K, slots, a, b);
+    sr::check_launch("segment_reduce backward coefficients");
+  }
   const sr::HeavyPlan plan = sr::backward_plan<T>(num_src, num_edges, F);
-  // 16-byte packs when every packed access (x, out, grad_out, grad_x) stays aligned.
+  void* heavy_ws = ws ? ws + table_bytes : nullptr;
+  const size_t heavy_bytes = workspace_bytes > table_bytes ? workspace_bytes - table_bytes : 0;
+  // 16-byte packs when every packed access (x, out, grad_out, grad_x) stays aligned (the table
+  // and mean rows are then aligned too: F is a multiple of the pack).
   constexpr int kVec = 16 / sizeof(T);
-  if (F % kVec == 0 && x_stride % kVec == 0 && sr::aligned16(x) && sr::aligned16(out) &&
-      sr::aligned16(grad_out) && sr::aligned16(grad_x))
-    sr::run_schedule<kVec>(op, colptr, num_src, plan, workspace, workspace_bytes, stream);
-  else
-    sr::run_schedule<1>(op, colptr, num_src, plan, workspace, workspace_bytes, stream);
+  const bool packed = F % kVec == 0 && x_stride % kVec == 0 && sr::aligned16(x) &&
+                      sr::aligned16(out) && sr::aligned16(grad_out) && sr::aligned16(grad_x) &&
+                      (!mean || sr::aligned16(mean));
+  const sr::BackwardOp<T, index_t> op{colptr,    row,   rowptr, x, x_stride, out, grad_out,
+                                      count_min, count_max, mean, a, b, F, K, slots,
+                                      cpu::segment_reduce_backward_needs_x(reduces), grad_x};
+  if (packed) sr::run_schedule<kVec>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream);
+  else sr::run_schedule<1>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream);
 }
 
 }  // namespace iognn::cuda
@@ -223,9 +377,10 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
 #define IOGNN_SEGMENT_REDUCE_BACKWARD_CUDA_FOR(T, I)                                         \
   template void iognn::cuda::segment_reduce_backward<T, I>(                                  \
       const I*, const I*, const I*, const T*, int64_t, const T*, const I*, const I*,           \
-      const iognn::acc_t<T>*, const T*, int64_t, int64_t, int64_t,                           \
+      const iognn::acc_t<T>*, const T*, int64_t, int64_t, int64_t, int64_t,                  \
       const std::vector<iognn::cuda::SegmentReduce>&, T*, void*, size_t, cudaStream_t);
 #define IOGNN_SEGMENT_REDUCE_BACKWARD_CUDA(T)                                                  \
-  template size_t iognn::cuda::segment_reduce_backward_workspace<T>(int64_t, int64_t, int64_t); \
+  template size_t iognn::cuda::segment_reduce_backward_workspace<T>(                           \
+      int64_t, int64_t, int64_t, int64_t, const std::vector<iognn::cuda::SegmentReduce>&);     \
   IOGNN_SEGMENT_REDUCE_BACKWARD_CUDA_FOR(T, int32_t)                                           \
   IOGNN_SEGMENT_REDUCE_BACKWARD_CUDA_FOR(T, int64_t)

@@ -36,6 +36,7 @@ size_t forward_slot_bytes(int64_t F) {
 template <typename T, typename index_t>
 struct ForwardOp {
   using acc = acc_t<T>;
+  static constexpr int kMinBlocks = 1;  // blocks per SM the kernels are compiled for (no cap)
   template <int VEC>  // one lane's VEC consecutive features
   struct State {
     acc sum[VEC], sq[VEC], lo[VEC], hi[VEC];

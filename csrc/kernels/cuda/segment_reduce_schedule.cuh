@@ -140,7 +140,7 @@ struct GroupPos {
 
 // ---- kernels ----------------------------------------------------------------------------------
 template <int VEC, class Op>
-__global__ void __launch_bounds__(kLightThreads)
+__global__ void __launch_bounds__(kLightThreads, Op::kMinBlocks)
     light_rows_kernel(const Op op, int64_t num_rows, int64_t heavy_degree, Lanes lanes) {
   const GroupPos<VEC> pos(lanes.group);
   if (pos.task >= num_rows * lanes.chunks) return;
@@ -186,7 +186,7 @@ __global__ void fill_slot_table_kernel(const index_t* offsets, HeavyRows hr) {
 
 // One group per (slot, chunk): folds the slot's segment into its workspace State.
 template <int VEC, class Op>
-__global__ void __launch_bounds__(kLightThreads)
+__global__ void __launch_bounds__(kLightThreads, Op::kMinBlocks)
     segment_kernel(const Op op, HeavyRows hr, Lanes lanes) {
   const GroupPos<VEC> pos(lanes.group);
   const int64_t s = pos.task / lanes.chunks;
