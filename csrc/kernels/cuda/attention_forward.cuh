@@ -72,10 +72,7 @@ __device__ void attend_edges(const ForwardArgs<V, index_t>& a, const GroupLane& 
       for (int x = 0; x < V::kVec; ++x) state.sum.v[k][x] *= rescale;
 #pragma unroll
     for (int u = 0; u < EdgeBatch<V>::kN; ++u) {
-      // Padding is skipped, not weighted by 0: its value slots are a real edge's, and 0 * an Inf
-      // or NaN value would poison the row.
-      if (!b.ok[u]) continue;
-      const acc p = exp_acc(b.s[u] - m_new);
+      const acc p = exp_acc(b.s[u] - m_new);  // 0 for padding (whose value slots are zeroed)
       state.l += p;
       add_scaled(state.sum, b.value[u], p * dropout_factor<acc>(a.cfg, b.e[u], h));
     }

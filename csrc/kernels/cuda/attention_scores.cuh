@@ -83,6 +83,9 @@ __device__ __forceinline__ void score_batch(const V& v, const AttentionGraph<ind
   if constexpr (kGrad) group_sum(vd, g);
 #pragma unroll
   for (int u = 0; u < kN; ++u) {
+    // Padding repeats a real edge's row: its value slots are zeroed, so that its zero weight
+    // cannot meet an Inf or NaN value (0 * Inf would poison the row's sum).
+    if (kValue && !b.ok[u]) b.value[u].zero();
     b.dw[u] = acc(0);
     b.s[u] = b.ok[u] ? v.finish_score(part[u], dcache, j[u], b.e[u], h, b.dw[u]) : neg_inf<acc>();
     b.vdot[u] = vd[u];
