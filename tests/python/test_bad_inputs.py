@@ -417,18 +417,23 @@ def test_features_on_another_device_op():
                                           torch.ones(graph.num_edges, device="meta")))
 
 
+def both_layers_refuse(name, device, x, match):
+    """PyG's layer and ours both raise a RuntimeError matching `match` on features x; then a valid
+    call of ours still matches PyG."""
+    ours, theirs = layer_pair(name, device)
+    with pytest.raises(RuntimeError, match=match):
+        call(theirs, x, EDGE_INDEX, edge_values(name, 8))
+    with pytest.raises(RuntimeError, match=match):
+        call(ours, x.to(device), EDGE_INDEX.to(device), to(edge_values(name, 8), device))
+    flush(device)
+    assert_layer_valid_call(name, ours, theirs, device)
+
+
 # ---- 6. mismatched dtypes between features and parameters ----------------------------------
 @pytest.mark.parametrize("name", LAYER_NAMES)
 def test_mismatched_dtypes_layer(device, name):
     # fp64 features into an fp32 layer: the projection refuses them, exactly as in PyG.
-    x = features(NUM_NODES, dtype=torch.float64)
-    ours, theirs = layer_pair(name, device)
-    with pytest.raises(RuntimeError, match="dtype"):
-        call(theirs, x, EDGE_INDEX, edge_values(name, 8))
-    with pytest.raises(RuntimeError, match="dtype"):
-        call(ours, x.to(device), EDGE_INDEX.to(device), to(edge_values(name, 8), device))
-    flush(device)
-    assert_layer_valid_call(name, ours, theirs, device)
+    both_layers_refuse(name, device, features(NUM_NODES, dtype=torch.float64), "dtype")
 
 
 @pytest.mark.parametrize("op,name,other", [("gat", "alpha_src", "x"), ("gat", "alpha_dst", "x"),
@@ -792,14 +797,7 @@ def test_edge_attr_width_not_edge_dim_layer(device, name, width):
 @pytest.mark.parametrize("name", LAYER_NAMES)
 def test_feature_width_not_in_channels_layer(device, name):
     # The input projection refuses the width, as in PyG (same exception and message).
-    x = features(NUM_NODES, F_IN + 1)
-    ours, theirs = layer_pair(name, device)
-    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
-        call(theirs, x, EDGE_INDEX, edge_values(name, 8))
-    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
-        call(ours, x.to(device), EDGE_INDEX.to(device), to(edge_values(name, 8), device))
-    flush(device)
-    assert_layer_valid_call(name, ours, theirs, device)
+    both_layers_refuse(name, device, features(NUM_NODES, F_IN + 1), "shapes cannot be multiplied")
 
 
 # ---- argument kinds the rows above rely on ---------------------------------------------------
