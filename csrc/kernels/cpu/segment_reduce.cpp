@@ -40,10 +40,6 @@ bool segment_reduce_backward_needs_x(const std::vector<SegmentReduce>& reduces) 
          segment_reduce_has(reduces, SegmentReduce::kMax);
 }
 
-bool segment_reduce_backward_needs_degree(const std::vector<SegmentReduce>& reduces) {
-  return segment_reduce_needs_mean(reduces) || segment_reduce_has(reduces, SegmentReduce::kMean);
-}
-
 namespace {
 // PyG's StdAggregation: sqrt(clamp(var, min=1e-5)), masked to 0 where <= sqrt(1e-5). Both
 // constants are rounded to the accumulation type, as torch does for a Python scalar.

@@ -31,9 +31,8 @@ std::vector<SegmentReduce> parse_segment_reduces(const std::vector<std::string>&
 // Which auxiliary outputs a list of reductions needs (count_min, count_max, the per-row mean).
 bool segment_reduce_has(const std::vector<SegmentReduce>& reduces, SegmentReduce r);
 bool segment_reduce_needs_mean(const std::vector<SegmentReduce>& reduces);
-// Whether the backward reads x (var, std, min or max) / the in-degrees (mean, var or std).
+// Whether the backward reads x (var, std, min or max).
 bool segment_reduce_backward_needs_x(const std::vector<SegmentReduce>& reduces);
-bool segment_reduce_backward_needs_degree(const std::vector<SegmentReduce>& reduces);
 
 // x [num_src, F] with row stride x_stride (feature stride 1); out [num_dst, K*F] contiguous.
 // count_min / count_max [num_dst, F]: how many in-edges hold the min / max (0 for an empty row or

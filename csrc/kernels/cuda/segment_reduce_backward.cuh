@@ -20,12 +20,12 @@ namespace sr {
 //     a[i,f] + b[i,f] * (x_j - mean[i,f])   +   the min / max shares,
 //   a = g_sum + g_mean / deg_i,   b = 2 g_var / deg_i + g_std / (deg_i std_i)  (std_i > 0, else 0).
 // a is only tabulated when sum and mean are both requested; a single one of them is read straight
-// from grad_out (mean scaled by 1 / deg_i). (2) The schedule's gather over the transposed CSR, a
-// batch of kEdgeUnroll out-edges at a time with every unconditional load of the batch (a or g, b,
-// mean, the min / max results) issued before any is used, then the min / max gradients and tie
-// counts of the edges holding a result (segment_extremum.h), also issued together. So an edge
-// costs one or two dependent memory round trips whatever the reductions, instead of one per
-// reduction and edge.
+// from grad_out (mean scaled by 1 / deg_i). (2) The schedule's gather over the transposed CSR,
+// one sweep per part (linear, min, max), each taking a batch of out-edges at a time with every
+// unconditional load of the batch (a or g, b, mean, the min / max results) issued before any is
+// used, then the min / max gradients and tie counts of the edges holding a result
+// (segment_extremum.h), also issued together. So a batch costs one or two dependent memory round
+// trips per part, instead of one per reduction and edge.
 struct BackwardTable {
   size_t a_offset = 0, b_offset = 0, bytes = 0;  // a / b: [num_dst, F] acc arrays when present
   bool has_a = false, has_b = false;
