@@ -89,6 +89,12 @@ CASES = dict([
     raw(alg="alg2", dtype="f16", F=33),
     raw(alg="alg2", pre=False, F=1),
     raw(alg="alg2", pre=False, matrix="empty_rows"),
+    # The longest row each algorithm serves (faults for ALG3, determinism for ALG2); iognn's
+    # limit, 128, must pass with ALG3.
+    *[raw(alg=a, F=64, matrix=f"row{L}") for a in ("alg3", "alg2")
+      for L in (128, 256, 512, 1024, 2048, 4096)],
+    raw(alg="alg3", pre=False, dtype="bf16", matrix="row128"),
+    raw(alg="alg3", index="i64", dtype="f16", F=33, matrix="row128"),
     # Other algorithms (determinism is reported, not required).
     raw(alg="alg1", pre=False),
     raw(alg="default", pre=False),
@@ -128,7 +134,27 @@ def results(request):
         return dict(zip(names, pool.map(run_in_subprocess, names)))
 
 
-@pytest.mark.parametrize("name", list(CASES))
+def long_row(matrix):
+    """Entries of the matrix's longest row (the hub matrices and row<L>)."""
+    return {"hub5000": 5000, "hub200k": 200000}.get(matrix) or (
+        int(matrix[3:]) if matrix.startswith("row") else 0)
+
+
+# What the probe found on CUDA 13 (H100, H200): CSR_ALG3 faults or changes bits run to run once a
+# row has 256 entries or more, CSR_ALG2 changes bits from 128 on. Those cases are expected to fail
+# (not strictly: a fixed cuSPARSE turns them into XPASS); iognn gives cuSPARSE rows of at most 128
+# entries (kernels/cuda/propagate_cusparse.h), the configurations every other case checks.
+KNOWN_DEFECT = pytest.mark.xfail(strict=False, reason="cuSPARSE on CUDA 13: long rows (see above)")
+
+
+def known_defect(case):
+    return case["kind"] == "raw" and (
+        (case["alg"] == "alg3" and long_row(case["matrix"]) >= 256)
+        or (case["alg"] == "alg2" and long_row(case["matrix"]) >= 128))
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=KNOWN_DEFECT) if known_defect(c) else n
+                                  for n, c in CASES.items()])
 def test_cusparse_case(name, results):
     result, code, stderr = results[name]
     print(name, json.dumps(result) if result else f"(no result, exit code {code})")
@@ -196,6 +222,11 @@ def build_csr(matrix, index_dtype):
         n = 50000
         rows_ = torch.cat([torch.zeros(200000, dtype=torch.long), rand(n, 100000)])
         cols_ = rand(n, 300000)
+    elif matrix.startswith("row"):  # 20,000 rows of 16 entries, row 0 has L ("row<L>")
+        n, long_row = 20000, int(matrix[3:])
+        rows_ = torch.cat([torch.zeros(long_row, dtype=torch.long),
+                           torch.arange(1, n).repeat_interleave(16)])
+        cols_ = rand(n, rows_.numel())
     elif matrix == "empty_rows":  # only rows 400..599 have entries
         n = 1000
         rows_, cols_ = 400 + torch.arange(200).repeat_interleave(10), rand(n, 2000)

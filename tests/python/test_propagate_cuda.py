@@ -118,6 +118,18 @@ def hub_graph(index_dtype=None, seed=0):
     return iognn.Graph(ei, 300, index_dtype=index_dtype)
 
 
+def light_graph(longest_row=None, seed=0):
+    """2,000 nodes and 20,000 random edges (rows of a few dozen entries both ways: cuSPARSE serves
+    it); with `longest_row`, node 0 receives that many edges more."""
+    gen = torch.Generator().manual_seed(seed)
+    ei = torch.randint(0, 2000, (2, 20_000), generator=gen)
+    if longest_row is not None:
+        keep = ei[1] != 0
+        src = torch.randint(0, 2000, (longest_row,), generator=gen)
+        ei = torch.cat([ei[:, keep], torch.stack([src, torch.zeros_like(src)])], 1)
+    return iognn.Graph(ei, 2000)
+
+
 # ---- correctness ----------------------------------------------------------------------------
 @pytest.mark.cuda
 @pytest.mark.parametrize("index_dtype", [None, torch.int64], ids=["default_index", "int64"])
@@ -211,8 +223,9 @@ def test_gradients_through_the_wrapper(reduce, backend):
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype,F", [(torch.float32, 64), (torch.float16, 33), (torch.float64, 8)],
                          ids=["f32x64", "f16x33", "f64x8"])
-def test_bitwise_deterministic(dtype, F, backend):
-    gc = hub_graph().to("cuda")
+@pytest.mark.parametrize("graph", [hub_graph, light_graph], ids=["hub", "light"])
+def test_bitwise_deterministic(dtype, F, backend, graph):
+    gc = graph().to("cuda")
     gen = torch.Generator().manual_seed(12)
     x, w, grad = (t.cuda() for t in make_inputs(gc, F, dtype, True, gen))
     first = run_ops(gc, x, w, grad, "mean")
@@ -338,7 +351,7 @@ def test_unweighted_cusparse_products_match_cpu(dtype, F, reduce, monkeypatch):
     """Unweighted calls use the prepared (preprocessed) products, 16-bit features cuSPARSE's mixed
     precision: forward always, backward_x for sum (its mean stays on the own kernels)."""
     force(monkeypatch, "cusparse")
-    g = hub_graph()
+    g = light_graph()
     gc = g.to("cuda")
     gen = torch.Generator().manual_seed(F)
     for _ in range(2):  # the second call reuses the prepared products
@@ -358,6 +371,32 @@ def test_unweighted_cusparse_products_match_cpu(dtype, F, reduce, monkeypatch):
         assert backward.startswith("none"), backward  # never planned: own kernels
     else:
         assert backward.startswith(served), backward
+
+
+@pytest.mark.cuda
+@CUSPARSE
+@pytest.mark.parametrize("longest_row", [128, 129, 5000])
+def test_long_rows_stay_on_the_own_kernels(longest_row, monkeypatch):
+    """cuSPARSE is given rows of at most 128 entries (CSR_ALG3 faults or changes bits on longer
+    ones, kernels/cuda/propagate_cusparse.h); a longer row sends that direction to the own kernels,
+    and the report says why. The other direction (out-degrees) stays on cuSPARSE."""
+    force(monkeypatch, "cusparse")
+    g = light_graph(longest_row)
+    gc = g.to("cuda")
+    gen = torch.Generator().manual_seed(longest_row)
+    x, _, grad = make_inputs(g, 16, torch.float32, False, gen)
+    got = run_ops(gc, x.cuda(), None, grad.cuda(), "sum")
+    ref = run_ops(g, x.double(), None, grad.double(), "sum")
+    for name, a, b in zip(("out", "grad_x", "grad_w"), got, ref):
+        assert_matches(a, b, torch.float32, name)
+    forward = plan_info(gc, 16, torch.float32, "forward")
+    if longest_row <= 128:
+        assert forward.startswith("cusparse"), forward
+    else:
+        assert forward.startswith(f"own (cuSPARSE unavailable: a row of {longest_row} entries"), \
+            forward
+    backward = plan_info(gc, 16, torch.float32, "backward_x")
+    assert backward.startswith("cusparse"), backward
 
 
 def big_graph(seed=14):

@@ -80,7 +80,7 @@ using cuda_plan::Direction;
 using cuda_plan::Plan;
 using cuda_plan::PlanKey;
 using cuda_plan::WidthPlan;
-using iognn::cuda::RowSchedule;
+using cuda_plan::RowScheduleTensors;
 
 // The auto planner times the backends only when there is enough work for the timing to mean
 // something (nnz * F); smaller problems take the own kernels.
@@ -93,22 +93,24 @@ constexpr int kTimedRuns = 5;
 // ---- planner ----------------------------------------------------------------------------------
 // The auto decision for a width, on this call's inputs (the timed runs write g.out, which the
 // chosen backend then overwrites). Never called while capturing.
-void decide(Plan& plan, WidthPlan& w, const Gather& g, const RowSchedule& schedule) {
+void decide(Plan& plan, WidthPlan& w, const Gather& g, const RowScheduleTensors& schedule) {
   auto& d = w.decision;
   d = {true, Backend::kOwn, ""};
   if (g.nnz() * g.F() < kMinTimedWork) {
     d.why = "not timed: nnz * F below " + std::to_string(kMinTimedWork);
     return;
   }
-  if (!cuda_gather::run_cusparse(g, plan, w, /*capturing=*/false)) {  // sets up, and warms up
+  if (!cuda_gather::run_cusparse(g, plan, w, schedule.longest_row, /*capturing=*/false)) {
+    // (the call sets cuSPARSE up and warms it up)
     d.why = "cuSPARSE unavailable: " + w.cusparse_error;
     return;
   }
   double own_ms = 0, cusparse_ms = 0;
   for (int round = 0; round < kTimedRounds; ++round) {
-    const double o = cuda_plan::time_ms([&] { cuda_gather::run_own(g, schedule); }, kTimedRuns);
+    const double o =
+        cuda_plan::time_ms([&] { cuda_gather::run_own(g, schedule.view); }, kTimedRuns);
     const double c = cuda_plan::time_ms(
-        [&] { cuda_gather::run_cusparse(g, plan, w, /*capturing=*/false); }, kTimedRuns);
+        [&] { cuda_gather::run_cusparse(g, plan, w, schedule.longest_row, false); }, kTimedRuns);
     own_ms = round == 0 ? o : std::min(own_ms, o);
     cusparse_ms = round == 0 ? c : std::min(cusparse_ms, c);
   }
@@ -141,11 +143,12 @@ void run_gather(const Gather& g) {
   WidthPlan& w = found->second;
   if (request == BackendRequest::kAuto && !w.decision.made) {
     if (capturing) return cuda_gather::run_own(g, schedule->view);
-    decide(*plan, w, g, schedule->view);
+    decide(*plan, w, g, *schedule);
   }
   const bool wants_cusparse =
       request == BackendRequest::kCusparse || w.decision.choice == Backend::kCusparse;
-  if (!wants_cusparse || !cuda_gather::run_cusparse(g, *plan, w, capturing))
+  if (!wants_cusparse ||
+      !cuda_gather::run_cusparse(g, *plan, w, schedule->longest_row, capturing))
     cuda_gather::run_own(g, schedule->view);
 }
 

@@ -156,8 +156,16 @@ bool cusparse_capable(const Gather& g) {
   return !g.weight && (g.forward() || !g.mean());
 }
 
-bool run_cusparse(const Gather& g, Plan& plan, WidthPlan& w, bool capturing) {
-  if (!w.cusparse_error.empty()) return false;
+bool run_cusparse(const Gather& g, Plan& plan, WidthPlan& w, int64_t longest_row,
+                  bool capturing) {
+  if (!w.cusparse_error.empty() || longest_row < 0) return false;
+  if (longest_row > kCusparseLongestRow) {
+    w.cusparse_error = "a row of " + std::to_string(longest_row) +
+                       " entries; CSR_ALG3 is used only on rows of at most " +
+                       std::to_string(kCusparseLongestRow) +
+                       " (longer ones fault or change bits run to run)";
+    return false;
+  }
   if (capturing && g.weight && g.mean() && !plan.edge_scale.defined()) return false;
   const at::Tensor B = aligned(g.dense);
   const at::Tensor C =

@@ -49,10 +49,16 @@ void run_own(const Gather& g, const iognn::cuda::RowSchedule& schedule);
 // propagate_cusparse_path.cpp).
 bool cusparse_capable(const Gather& g);
 
-// Computes g with cuSPARSE under the width plan w of `plan` (whose mutex the caller holds). Returns
-// false, writing nothing the caller relies on, when it cannot now: a cuSPARSE call failed (now or
-// before: w.cusparse_error says why) or something it needs is not cached while capturing.
+// The longest row cuSPARSE is given (see kernels/cuda/propagate_cusparse.h: CSR_ALG3 faults or
+// changes bits run to run on longer rows).
+inline constexpr int64_t kCusparseLongestRow = iognn::cuda::kSpmmLongestRow;
+
+// Computes g with cuSPARSE under the width plan w of `plan` (whose mutex the caller holds), g's CSR
+// having rows of at most `longest_row` entries (-1: unknown). Returns false, writing nothing the
+// caller relies on, when it cannot now: a row is longer than kCusparseLongestRow or a cuSPARSE
+// call failed (now or before: w.cusparse_error says why), or the row lengths or something it needs
+// are not cached while capturing.
 bool run_cusparse(const Gather& g, cuda_plan::Plan& plan, cuda_plan::WidthPlan& w,
-                  bool capturing);
+                  int64_t longest_row, bool capturing);
 
 }  // namespace iognn::torch_ext::cuda_gather

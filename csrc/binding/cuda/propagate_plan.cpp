@@ -93,9 +93,12 @@ std::shared_ptr<const RowScheduleTensors> build_schedule(const at::Tensor& offse
   using iognn::cuda::kSegmentEdges;
   auto s = std::make_shared<RowScheduleTensors>();
   s->view.heavy_threshold = kHeavyRowEdges;
+  s->longest_row = nnz;
   if (nnz <= kHeavyRowEdges) return s;  // no row can be heavy: nothing to read back
   const at::Tensor off = offsets.to(at::kLong);
   const at::Tensor deg = off.slice(0, 1) - off.slice(0, 0, -1);
+  s->longest_row = deg.max().item<int64_t>();  // synchronises
+  if (s->longest_row <= kHeavyRowEdges) return s;  // no heavy row
   s->heavy_rows = at::nonzero(deg > kHeavyRowEdges).view(-1);  // synchronises
   const int64_t num_heavy = s->heavy_rows.numel();
   if (num_heavy == 0) return s;

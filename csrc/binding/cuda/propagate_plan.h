@@ -68,9 +68,12 @@ class TensorIdentity {
 };
 
 // Heavy rows and segments of one CSR as int64 device tensors, and the kernels' view of them.
+// longest_row: the most entries of one row (nnz, an upper bound, when nnz <= kHeavyRowEdges: tiny
+// graphs read nothing back), or -1 when unknown (the empty schedule of a capture).
 struct RowScheduleTensors {
   at::Tensor heavy_rows, segment_ptr, segment_row, segment_begin, segment_end;
   iognn::cuda::RowSchedule view;
+  int64_t longest_row = -1;
 };
 
 // The schedule of `offsets` (num_rows + 1 entries, nnz edges): cached, or built now (one sync);

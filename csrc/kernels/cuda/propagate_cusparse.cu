@@ -5,8 +5,9 @@
 namespace iognn::cuda {
 namespace {
 
-// The one algorithm used, always on a non-transposed A (see the header).
-constexpr cusparseSpMMAlg_t kAlgorithm = CUSPARSE_SPMM_CSR_ALG2;
+// The one algorithm used, always on a non-transposed A with rows of at most kSpmmLongestRow
+// entries (see the header).
+constexpr cusparseSpMMAlg_t kAlgorithm = CUSPARSE_SPMM_CSR_ALG3;
 constexpr cusparseOperation_t kNoTranspose = CUSPARSE_OPERATION_NON_TRANSPOSE;
 
 void check(cusparseStatus_t status, const char* call) {

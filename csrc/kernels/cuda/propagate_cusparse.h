@@ -5,12 +5,14 @@
 // and C [rows, F] dense row-major with leading dimension F. The op's weights and the 1/deg of mean
 // are folded into A's values (edge_values() below, or values cached by the caller).
 //
-// Algorithm. CUSPARSE_SPMM_CSR_ALG2, the row-major CSR algorithm, always with opA = NON_TRANSPOSE:
-// cuSPARSE documents run-to-run differences only for a transposed A, so the backward pass
-// multiplies by the transposed CSR arrays (colptr, row) instead of asking for A^T, and the GPU tests
-// check both directions bit for bit across runs. CSR_ALG3 is not used: on CUDA 13 / H100 and H200
-// it faults (illegal address) on any matrix with a long row - 5,000 entries already - in every
-// configuration tests/python/test_cusparse_probe_cuda.py tries, and graphs have hubs.
+// Algorithm. CUSPARSE_SPMM_CSR_ALG3, the CSR algorithm cuSPARSE documents as deterministic, always
+// with opA = NON_TRANSPOSE (the only one it supports): the backward pass multiplies by the
+// transposed CSR arrays (colptr, row) instead of asking for A^T. Measured on CUDA 13 (H100, H200,
+// tests/python/test_cusparse_probe_cuda.py), it holds only for short rows: with one row of 256
+// entries or more among short ones it either faults (illegal address) or gives other bits run to
+// run, and CSR_ALG2 changes bits from 128 entries on. So the caller gives this wrapper only
+// matrices whose rows have at most kSpmmLongestRow entries; graphs with hubs stay on the own
+// kernels.
 //
 // Contract of cusparseSpMM_preprocess (cuSPARSE docs): preprocessing makes the workspace the
 // matrix descriptor's active buffer; later SpMM calls with that descriptor and buffer must pass the
@@ -40,6 +42,9 @@
 #include "core/numeric.h"
 
 namespace iognn::cuda {
+
+// The longest row a CsrSpmm may be given (see Algorithm above).
+inline constexpr int64_t kSpmmLongestRow = 128;
 
 struct CsrShape {
   int64_t rows = 0, cols = 0, nnz = 0;
