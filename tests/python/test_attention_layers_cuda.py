@@ -20,7 +20,7 @@ import torch
 from conftest import random_edge_index, sizes, tolerance
 from iognn.bench.graphs import load_graph
 from test_nn_basic import (ATTENTION_CASES, GAT_VARIANTS, TRANSFORMER_VARIANTS, assert_parity,
-                           assert_same_alpha, make_pair)
+                           assert_same_alpha, attention_run, make_pair)
 
 pytestmark = pytest.mark.cuda
 
@@ -50,16 +50,6 @@ def cuda_edge_features(num_edges, dim, seed=5, dtype=torch.float32):
     return torch.randn(num_edges, dim, generator=gen).to("cuda", dtype).requires_grad_()
 
 
-def runner(ours, x, edge_index, edge_attr, alphas):
-    """assert_parity's runner: iognn gets edge_index as given, PyG as int64; records alphas."""
-    def run(layer):
-        ei = edge_index if layer is ours else edge_index.long()
-        out, (ei_out, alpha) = layer(x, ei, edge_attr, return_attention_weights=True)
-        alphas["iognn" if layer is ours else "pyg"] = (ei_out, alpha)
-        return out
-    return run
-
-
 def check_layer(name, kwargs, edge_index, size, channels=6, out_channels=4, tol=(RTOL, ATOL)):
     num_src, num_dst = sizes(size)
     bipartite = isinstance(size, tuple)
@@ -69,7 +59,7 @@ def check_layer(name, kwargs, edge_index, size, channels=6, out_channels=4, tol=
     x, leaves = cuda_features(num_src, num_dst, channels, bipartite)
     ea = cuda_edge_features(edge_index.size(1), 3) if "edge_dim" in kwargs else None
     alphas = {}
-    assert_parity(ours, theirs, runner(ours, x, edge_index, ea, alphas), leaves,
+    assert_parity(ours, theirs, attention_run(ours, x, edge_index, ea, alphas), leaves,
                   () if ea is None else (ea,), tol=tol)
     assert alphas["iognn"][1].is_cuda
     assert_same_alpha(alphas)
