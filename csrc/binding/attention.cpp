@@ -25,25 +25,6 @@ namespace {
 
 using namespace attention;
 
-// The host kernels' views (see attention_checks.h).
-struct CpuKernel {
-  template <typename I>
-  using Graph = cpu::AttentionGraph<I>;
-  using Config = cpu::AttentionConfig;
-  template <typename T>
-  using NodeRows = cpu::NodeRows<T>;
-  template <typename T>
-  using EdgeRows = cpu::EdgeRows<T>;
-  template <typename T>
-  using Outputs = cpu::AttentionOutputs<T>;
-  template <typename T>
-  using GatInputs = cpu::GatInputs<T>;
-  template <typename T>
-  using GatV2Inputs = cpu::GatV2Inputs<T>;
-  template <typename T>
-  using TransformerInputs = cpu::TransformerInputs<T>;
-};
-
 // ---- GAT -----------------------------------------------------------------------------------
 Forward gat_attention_cpu(const Tensor& rowptr, const Tensor& col, const Tensor& eid,
                           const Tensor& colptr, const Tensor& row, const Tensor& csc2csr,
@@ -53,14 +34,14 @@ Forward gat_attention_cpu(const Tensor& rowptr, const Tensor& col, const Tensor&
   constexpr const char* op = "iognn::gat_attention";
   const GraphArgs g{rowptr, col, eid, colptr, row, csc2csr};
   const GatArgs a = check_gat(op, g, x, a_src, a_dst, edge_attr, w_edge);
-  const auto cfg = make_config<CpuKernel>(op, a.H, a.C, dropout, seed);
+  const auto cfg = make_config(op, a.H, a.C, dropout, seed);
   Forward out = make_outputs(g, a.x, a.H, a.C, return_alpha);
   dispatch(op, a.x, g, [&](auto ft, auto it) {
     using T = typename decltype(ft)::type;
     using I = typename decltype(it)::type;
-    cpu::gat_forward<T, I>(graph_view<CpuKernel, I>(g), cfg,
-                           gat_inputs<CpuKernel, T>(a, negative_slope),
-                           output_view<CpuKernel, T>(out));
+    cpu::gat_forward<T, I>(graph_view<I>(g), cfg,
+                           gat_inputs<T>(a, negative_slope),
+                           output_view<T>(out));
   });
   return out;
 }
@@ -75,17 +56,17 @@ Backward gat_attention_backward_cpu(const Tensor& rowptr, const Tensor& col, con
   constexpr const char* op = "iognn::gat_attention_backward";
   const GraphArgs g{rowptr, col, eid, colptr, row, csc2csr};
   const GatArgs a = check_gat(op, g, x, a_src, a_dst, edge_attr, w_edge);
-  const auto cfg = make_config<CpuKernel>(op, a.H, a.C, dropout, seed);
+  const auto cfg = make_config(op, a.H, a.C, dropout, seed);
   const BackwardInputs b =
       check_backward_inputs(op, g, a.x, "x", a.H, a.C, lse, grad_out, grad_alpha);
   Backward grads = gat_grads(a);
   dispatch(op, a.x, g, [&](auto ft, auto it) {
     using T = typename decltype(ft)::type;
     using I = typename decltype(it)::type;
-    cpu::gat_backward<T, I>(graph_view<CpuKernel, I>(g), cfg,
-                            gat_inputs<CpuKernel, T>(a, negative_slope), lse_ptr<T>(b),
+    cpu::gat_backward<T, I>(graph_view<I>(g), cfg,
+                            gat_inputs<T>(a, negative_slope), lse_ptr<T>(b),
                             cptr<T>(b.grad_out), grad_alpha_ptr<T>(b),
-                            grads_view<cpu::GatGrads<T>, T>(grads));
+                            grads_view<GatGrads<T>, T>(grads));
   });
   return grads;
 }
@@ -100,14 +81,14 @@ Forward gatv2_attention_cpu(const Tensor& rowptr, const Tensor& col, const Tenso
   constexpr const char* op = "iognn::gatv2_attention";
   const GraphArgs g{rowptr, col, eid, colptr, row, csc2csr};
   const GatV2Args a = check_gatv2(op, g, x_src, x_dst, att, edge_attr, w_edge);
-  const auto cfg = make_config<CpuKernel>(op, a.H, a.C, dropout, seed);
+  const auto cfg = make_config(op, a.H, a.C, dropout, seed);
   Forward out = make_outputs(g, a.x_src, a.H, a.C, return_alpha);
   dispatch(op, a.x_src, g, [&](auto ft, auto it) {
     using T = typename decltype(ft)::type;
     using I = typename decltype(it)::type;
-    cpu::gatv2_forward<T, I>(graph_view<CpuKernel, I>(g), cfg,
-                             gatv2_inputs<CpuKernel, T>(a, negative_slope),
-                             output_view<CpuKernel, T>(out));
+    cpu::gatv2_forward<T, I>(graph_view<I>(g), cfg,
+                             gatv2_inputs<T>(a, negative_slope),
+                             output_view<T>(out));
   });
   return out;
 }
@@ -123,17 +104,17 @@ Backward gatv2_attention_backward_cpu(const Tensor& rowptr, const Tensor& col, c
   constexpr const char* op = "iognn::gatv2_attention_backward";
   const GraphArgs g{rowptr, col, eid, colptr, row, csc2csr};
   const GatV2Args a = check_gatv2(op, g, x_src, x_dst, att, edge_attr, w_edge);
-  const auto cfg = make_config<CpuKernel>(op, a.H, a.C, dropout, seed);
+  const auto cfg = make_config(op, a.H, a.C, dropout, seed);
   const BackwardInputs b =
       check_backward_inputs(op, g, a.x_src, "x_src", a.H, a.C, lse, grad_out, grad_alpha);
   Backward grads = gatv2_grads(a);
   dispatch(op, a.x_src, g, [&](auto ft, auto it) {
     using T = typename decltype(ft)::type;
     using I = typename decltype(it)::type;
-    cpu::gatv2_backward<T, I>(graph_view<CpuKernel, I>(g), cfg,
-                              gatv2_inputs<CpuKernel, T>(a, negative_slope), lse_ptr<T>(b),
+    cpu::gatv2_backward<T, I>(graph_view<I>(g), cfg,
+                              gatv2_inputs<T>(a, negative_slope), lse_ptr<T>(b),
                               cptr<T>(b.grad_out), grad_alpha_ptr<T>(b),
-                              grads_view<cpu::GatV2Grads<T>, T>(grads));
+                              grads_view<GatV2Grads<T>, T>(grads));
   });
   return grads;
 }
@@ -147,14 +128,14 @@ Forward transformer_attention_cpu(const Tensor& rowptr, const Tensor& col, const
   constexpr const char* op = "iognn::transformer_attention";
   const GraphArgs g{rowptr, col, eid, colptr, row, csc2csr};
   const TransformerArgs a = check_transformer(op, g, query, key, value, edge_attr, w_edge);
-  const auto cfg = make_config<CpuKernel>(op, a.H, a.C, dropout, seed);
+  const auto cfg = make_config(op, a.H, a.C, dropout, seed);
   Forward out = make_outputs(g, a.query, a.H, a.C, return_alpha);
   dispatch(op, a.query, g, [&](auto ft, auto it) {
     using T = typename decltype(ft)::type;
     using I = typename decltype(it)::type;
-    cpu::transformer_forward<T, I>(graph_view<CpuKernel, I>(g), cfg,
-                                   transformer_inputs<CpuKernel, T>(a, scale),
-                                   output_view<CpuKernel, T>(out));
+    cpu::transformer_forward<T, I>(graph_view<I>(g), cfg,
+                                   transformer_inputs<T>(a, scale),
+                                   output_view<T>(out));
   });
   return out;
 }
@@ -168,17 +149,17 @@ Backward transformer_attention_backward_cpu(
   constexpr const char* op = "iognn::transformer_attention_backward";
   const GraphArgs g{rowptr, col, eid, colptr, row, csc2csr};
   const TransformerArgs a = check_transformer(op, g, query, key, value, edge_attr, w_edge);
-  const auto cfg = make_config<CpuKernel>(op, a.H, a.C, dropout, seed);
+  const auto cfg = make_config(op, a.H, a.C, dropout, seed);
   const BackwardInputs b =
       check_backward_inputs(op, g, a.query, "query", a.H, a.C, lse, grad_out, grad_alpha);
   Backward grads = transformer_grads(a);
   dispatch(op, a.query, g, [&](auto ft, auto it) {
     using T = typename decltype(ft)::type;
     using I = typename decltype(it)::type;
-    cpu::transformer_backward<T, I>(graph_view<CpuKernel, I>(g), cfg,
-                                    transformer_inputs<CpuKernel, T>(a, scale), lse_ptr<T>(b),
+    cpu::transformer_backward<T, I>(graph_view<I>(g), cfg,
+                                    transformer_inputs<T>(a, scale), lse_ptr<T>(b),
                                     cptr<T>(b.grad_out), grad_alpha_ptr<T>(b),
-                                    grads_view<cpu::TransformerGrads<T>, T>(grads));
+                                    grads_view<TransformerGrads<T>, T>(grads));
   });
   return grads;
 }

@@ -1,14 +1,8 @@
 // Argument checks and kernel-view builders of the attention ops, shared by the CPU binding
 // (attention.cpp, which also holds the schemas) and the CUDA binding (cuda/attention.cpp).
 //
-// Both bindings check the same things with the same messages, then hand the kernels views of the
-// same shape: the host (cpu::) and device (cuda::) kernel structs are twins with the same fields,
-// so the builders below are templates over a `Kernel` traits struct naming one family:
-//   struct Kernel {
-//     template <typename I> using Graph = ...AttentionGraph<I>;  using Config = ...;
-//     template <typename T> using NodeRows, EdgeRows, Outputs, GatInputs, GatGrads, GatV2Inputs,
-//                                 GatV2Grads, TransformerInputs, TransformerGrads = ...;
-//   };
+// Both bindings check the same things with the same messages, then hand the kernels the same
+// views (kernels/attention_types.h): the host and the device kernels take the same structs.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -17,6 +11,7 @@
 #include <tuple>
 
 #include "binding/utils.h"
+#include "kernels/attention_types.h"
 
 namespace iognn::torch_ext::attention {
 
@@ -90,9 +85,8 @@ inline std::pair<int64_t, int64_t> heads_channels(const char* op, const char* na
   return {t.size(1), t.size(2)};
 }
 
-template <class Kernel>
-typename Kernel::Config make_config(const char* op, int64_t H, int64_t C, double dropout,
-                                    int64_t seed) {
+inline AttentionConfig make_config(const char* op, int64_t H, int64_t C, double dropout,
+                                   int64_t seed) {
   TORCH_CHECK_VALUE(dropout >= 0.0 && dropout < 1.0, op, ": dropout must be in [0, 1), got ",
                     dropout);
   return {H, C, float(dropout), uint64_t(seed)};
@@ -244,9 +238,9 @@ inline TransformerArgs check_transformer(const char* op, const GraphArgs& g, con
           contiguous(w_edge), H, C};
 }
 
-// ---- kernel views (templates over a Kernel traits struct, see the top) -------------------------
-template <class Kernel, typename I>
-typename Kernel::template Graph<I> graph_view(const GraphArgs& g) {
+// ---- kernel views (kernels/attention_types.h, shared by the host and device kernels) ----------
+template <typename I>
+AttentionGraph<I> graph_view(const GraphArgs& g) {
   return {cptr<I>(g.rowptr), cptr<I>(g.col), cptr<I>(g.eid),     cptr<I>(g.colptr),
           cptr<I>(g.row),    cptr<I>(g.csc2csr), g.num_src(), g.num_dst(), g.num_edges()};
 }
@@ -256,40 +250,39 @@ T* optional_ptr(const Tensor& t) {
   return t.numel() > 0 ? ptr<T>(t) : nullptr;
 }
 
-template <class Kernel, typename T>
-typename Kernel::template NodeRows<T> node_rows(const OptTensor& t) {
+template <typename T>
+NodeRows<T> node_rows(const OptTensor& t) {
   if (!t) return {};
   return {cptr<T>(*t), t->stride(0)};
 }
 // Edge features: dim = De when given (even with no rows), data null when absent or empty.
-template <class Kernel, typename T>
-typename Kernel::template EdgeRows<T> edge_rows(const OptTensor& t) {
+template <typename T>
+EdgeRows<T> edge_rows(const OptTensor& t) {
   if (!t) return {};
   return {t->numel() > 0 ? cptr<T>(*t) : nullptr, t->stride(0), t->size(1)};
 }
 
-template <class Kernel, typename T>
-typename Kernel::template Outputs<T> output_view(const Forward& o) {
+template <typename T>
+AttentionOutputs<T> output_view(const Forward& o) {
   return {ptr<T>(std::get<0>(o)), ptr<acc_t<T>>(std::get<1>(o)), optional_ptr<T>(std::get<2>(o))};
 }
 
-template <class Kernel, typename T>
-typename Kernel::template GatInputs<T> gat_inputs(const GatArgs& a, double negative_slope) {
-  return {node_rows<Kernel, T>(a.x),         node_rows<Kernel, T>(a.a_src),
-          node_rows<Kernel, T>(a.a_dst),     edge_rows<Kernel, T>(a.edge_attr),
+template <typename T>
+GatInputs<T> gat_inputs(const GatArgs& a, double negative_slope) {
+  return {node_rows<T>(a.x),         node_rows<T>(a.a_src),
+          node_rows<T>(a.a_dst),     edge_rows<T>(a.edge_attr),
           a.w_edge ? cptr<T>(*a.w_edge) : nullptr, negative_slope};
 }
-template <class Kernel, typename T>
-typename Kernel::template GatV2Inputs<T> gatv2_inputs(const GatV2Args& a, double negative_slope) {
-  return {node_rows<Kernel, T>(a.x_src),     node_rows<Kernel, T>(a.x_dst),
-          cptr<T>(a.att),                    edge_rows<Kernel, T>(a.edge_attr),
+template <typename T>
+GatV2Inputs<T> gatv2_inputs(const GatV2Args& a, double negative_slope) {
+  return {node_rows<T>(a.x_src),     node_rows<T>(a.x_dst),
+          cptr<T>(a.att),                    edge_rows<T>(a.edge_attr),
           a.w_edge ? cptr<T>(*a.w_edge) : nullptr, negative_slope};
 }
-template <class Kernel, typename T>
-typename Kernel::template TransformerInputs<T> transformer_inputs(const TransformerArgs& a,
-                                                                  double scale) {
-  return {node_rows<Kernel, T>(a.query),     node_rows<Kernel, T>(a.key),
-          node_rows<Kernel, T>(a.value),     edge_rows<Kernel, T>(a.edge_attr),
+template <typename T>
+TransformerInputs<T> transformer_inputs(const TransformerArgs& a, double scale) {
+  return {node_rows<T>(a.query),     node_rows<T>(a.key),
+          node_rows<T>(a.value),     edge_rows<T>(a.edge_attr),
           a.w_edge ? cptr<T>(*a.w_edge) : nullptr, scale};
 }
 

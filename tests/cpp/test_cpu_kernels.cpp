@@ -177,10 +177,10 @@ void run_gat(const Shape& s, uint64_t seed) {
   const std::vector<T> a_src = random_values<T>(s.num_src * H, seed + 7);
   const std::vector<T> a_dst = random_values<T>(s.num_dst * H, seed + 8);
   const std::vector<T> grad = random_values<T>(s.num_dst * H * C, seed + 9);
-  const cpu::AttentionGraph<I> graph{g.rowptr.data(), g.col.data(), g.eid.data(), g.colptr.data(),
+  const AttentionGraph<I> graph{g.rowptr.data(), g.col.data(), g.eid.data(), g.colptr.data(),
                                      g.row.data(), g.csc2csr.data(), s.num_src, s.num_dst, E};
-  const cpu::AttentionConfig cfg{H, C, 0.0f, 0};
-  const cpu::GatInputs<T> in{{x.data(), x_stride}, {a_src.data(), H}, {a_dst.data(), H}, {},
+  const AttentionConfig cfg{H, C, 0.0f, 0};
+  const GatInputs<T> in{{x.data(), x_stride}, {a_src.data(), H}, {a_dst.data(), H}, {},
                              nullptr, 0.2};
   std::vector<T> out(s.num_dst * H * C), alpha(E * H);
   std::vector<acc_t<T>> lse(s.num_dst * H);

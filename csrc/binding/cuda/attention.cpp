@@ -17,25 +17,6 @@ namespace {
 
 using namespace attention;
 
-// The device kernels' views (see attention_checks.h).
-struct CudaKernel {
-  template <typename I>
-  using Graph = cuda::AttentionGraph<I>;
-  using Config = cuda::AttentionConfig;
-  template <typename T>
-  using NodeRows = cuda::NodeRows<T>;
-  template <typename T>
-  using EdgeRows = cuda::EdgeRows<T>;
-  template <typename T>
-  using Outputs = cuda::AttentionOutputs<T>;
-  template <typename T>
-  using GatInputs = cuda::GatInputs<T>;
-  template <typename T>
-  using GatV2Inputs = cuda::GatV2Inputs<T>;
-  template <typename T>
-  using TransformerInputs = cuda::TransformerInputs<T>;
-};
-
 // The guard and stream of one call on `ref`'s device.
 struct DeviceScope {
   explicit DeviceScope(const Tensor& ref)
@@ -55,7 +36,7 @@ int64_t edge_dim(const OptTensor& edge_attr) { return edge_attr ? edge_attr->siz
 template <typename I, typename Bytes, typename Run>
 void run_with_workspace(const GraphArgs& g, const Tensor& ref, cudaStream_t stream, Bytes&& bytes,
                         Run&& run) {
-  const auto graph = graph_view<CudaKernel, I>(g);
+  const auto graph = graph_view<I>(g);
   translate_errors([&] {
     const Tensor ws = workspace(bytes(graph), ref);
     run(graph, ws.data_ptr(), size_t(ws.numel()), stream);
@@ -72,20 +53,20 @@ Forward gat_attention_cuda(const Tensor& rowptr, const Tensor& col, const Tensor
   constexpr const char* op = "iognn::gat_attention";
   const GraphArgs g{rowptr, col, eid, colptr, row, csc2csr};
   const GatArgs a = check_gat(op, g, x, a_src, a_dst, edge_attr, w_edge);
-  const auto cfg = make_config<CudaKernel>(op, a.H, a.C, dropout, seed);
+  const auto cfg = make_config(op, a.H, a.C, dropout, seed);
   const DeviceScope scope(a.x);
   Forward out = make_outputs(g, a.x, a.H, a.C, return_alpha);
   dispatch(op, a.x, g, [&](auto ft, auto it) {
     using T = typename decltype(ft)::type;
     using I = typename decltype(it)::type;
-    const auto in = gat_inputs<CudaKernel, T>(a, negative_slope);
+    const auto in = gat_inputs<T>(a, negative_slope);
     run_with_workspace<I>(
         g, a.x, scope.stream,
         [&](const auto& graph) {
           return cuda::gat_forward_workspace_bytes<T, I>(graph, cfg, edge_dim(a.edge_attr));
         },
         [&](const auto& graph, void* ws, size_t bytes, cudaStream_t s) {
-          cuda::gat_forward<T, I>(graph, cfg, in, output_view<CudaKernel, T>(out), ws, bytes, s);
+          cuda::gat_forward<T, I>(graph, cfg, in, output_view<T>(out), ws, bytes, s);
         });
   });
   return out;
@@ -101,7 +82,7 @@ Backward gat_attention_backward_cuda(const Tensor& rowptr, const Tensor& col, co
   constexpr const char* op = "iognn::gat_attention_backward";
   const GraphArgs g{rowptr, col, eid, colptr, row, csc2csr};
   const GatArgs a = check_gat(op, g, x, a_src, a_dst, edge_attr, w_edge);
-  const auto cfg = make_config<CudaKernel>(op, a.H, a.C, dropout, seed);
+  const auto cfg = make_config(op, a.H, a.C, dropout, seed);
   const BackwardInputs b =
       check_backward_inputs(op, g, a.x, "x", a.H, a.C, lse, grad_out, grad_alpha);
   const DeviceScope scope(a.x);
@@ -109,7 +90,7 @@ Backward gat_attention_backward_cuda(const Tensor& rowptr, const Tensor& col, co
   dispatch(op, a.x, g, [&](auto ft, auto it) {
     using T = typename decltype(ft)::type;
     using I = typename decltype(it)::type;
-    const auto in = gat_inputs<CudaKernel, T>(a, negative_slope);
+    const auto in = gat_inputs<T>(a, negative_slope);
     run_with_workspace<I>(
         g, a.x, scope.stream,
         [&](const auto& graph) {
@@ -117,7 +98,7 @@ Backward gat_attention_backward_cuda(const Tensor& rowptr, const Tensor& col, co
         },
         [&](const auto& graph, void* ws, size_t bytes, cudaStream_t s) {
           cuda::gat_backward<T, I>(graph, cfg, in, lse_ptr<T>(b), cptr<T>(b.grad_out),
-                                   grad_alpha_ptr<T>(b), grads_view<cuda::GatGrads<T>, T>(grads),
+                                   grad_alpha_ptr<T>(b), grads_view<GatGrads<T>, T>(grads),
                                    ws, bytes, s);
         });
   });
@@ -134,20 +115,20 @@ Forward gatv2_attention_cuda(const Tensor& rowptr, const Tensor& col, const Tens
   constexpr const char* op = "iognn::gatv2_attention";
   const GraphArgs g{rowptr, col, eid, colptr, row, csc2csr};
   const GatV2Args a = check_gatv2(op, g, x_src, x_dst, att, edge_attr, w_edge);
-  const auto cfg = make_config<CudaKernel>(op, a.H, a.C, dropout, seed);
+  const auto cfg = make_config(op, a.H, a.C, dropout, seed);
   const DeviceScope scope(a.x_src);
   Forward out = make_outputs(g, a.x_src, a.H, a.C, return_alpha);
   dispatch(op, a.x_src, g, [&](auto ft, auto it) {
     using T = typename decltype(ft)::type;
     using I = typename decltype(it)::type;
-    const auto in = gatv2_inputs<CudaKernel, T>(a, negative_slope);
+    const auto in = gatv2_inputs<T>(a, negative_slope);
     run_with_workspace<I>(
         g, a.x_src, scope.stream,
         [&](const auto& graph) {
           return cuda::gatv2_forward_workspace_bytes<T, I>(graph, cfg, edge_dim(a.edge_attr));
         },
         [&](const auto& graph, void* ws, size_t bytes, cudaStream_t s) {
-          cuda::gatv2_forward<T, I>(graph, cfg, in, output_view<CudaKernel, T>(out), ws, bytes,
+          cuda::gatv2_forward<T, I>(graph, cfg, in, output_view<T>(out), ws, bytes,
                                     s);
         });
   });
@@ -165,7 +146,7 @@ Backward gatv2_attention_backward_cuda(const Tensor& rowptr, const Tensor& col,
   constexpr const char* op = "iognn::gatv2_attention_backward";
   const GraphArgs g{rowptr, col, eid, colptr, row, csc2csr};
   const GatV2Args a = check_gatv2(op, g, x_src, x_dst, att, edge_attr, w_edge);
-  const auto cfg = make_config<CudaKernel>(op, a.H, a.C, dropout, seed);
+  const auto cfg = make_config(op, a.H, a.C, dropout, seed);
   const BackwardInputs b =
       check_backward_inputs(op, g, a.x_src, "x_src", a.H, a.C, lse, grad_out, grad_alpha);
   const DeviceScope scope(a.x_src);
@@ -173,7 +154,7 @@ Backward gatv2_attention_backward_cuda(const Tensor& rowptr, const Tensor& col,
   dispatch(op, a.x_src, g, [&](auto ft, auto it) {
     using T = typename decltype(ft)::type;
     using I = typename decltype(it)::type;
-    const auto in = gatv2_inputs<CudaKernel, T>(a, negative_slope);
+    const auto in = gatv2_inputs<T>(a, negative_slope);
     run_with_workspace<I>(
         g, a.x_src, scope.stream,
         [&](const auto& graph) {
@@ -182,7 +163,7 @@ Backward gatv2_attention_backward_cuda(const Tensor& rowptr, const Tensor& col,
         [&](const auto& graph, void* ws, size_t bytes, cudaStream_t s) {
           cuda::gatv2_backward<T, I>(graph, cfg, in, lse_ptr<T>(b), cptr<T>(b.grad_out),
                                      grad_alpha_ptr<T>(b),
-                                     grads_view<cuda::GatV2Grads<T>, T>(grads), ws, bytes, s);
+                                     grads_view<GatV2Grads<T>, T>(grads), ws, bytes, s);
         });
   });
   return grads;
@@ -198,13 +179,13 @@ Forward transformer_attention_cuda(const Tensor& rowptr, const Tensor& col, cons
   constexpr const char* op = "iognn::transformer_attention";
   const GraphArgs g{rowptr, col, eid, colptr, row, csc2csr};
   const TransformerArgs a = check_transformer(op, g, query, key, value, edge_attr, w_edge);
-  const auto cfg = make_config<CudaKernel>(op, a.H, a.C, dropout, seed);
+  const auto cfg = make_config(op, a.H, a.C, dropout, seed);
   const DeviceScope scope(a.query);
   Forward out = make_outputs(g, a.query, a.H, a.C, return_alpha);
   dispatch(op, a.query, g, [&](auto ft, auto it) {
     using T = typename decltype(ft)::type;
     using I = typename decltype(it)::type;
-    const auto in = transformer_inputs<CudaKernel, T>(a, scale);
+    const auto in = transformer_inputs<T>(a, scale);
     run_with_workspace<I>(
         g, a.query, scope.stream,
         [&](const auto& graph) {
@@ -212,7 +193,7 @@ Forward transformer_attention_cuda(const Tensor& rowptr, const Tensor& col, cons
                                                                  edge_dim(a.edge_attr));
         },
         [&](const auto& graph, void* ws, size_t bytes, cudaStream_t s) {
-          cuda::transformer_forward<T, I>(graph, cfg, in, output_view<CudaKernel, T>(out), ws,
+          cuda::transformer_forward<T, I>(graph, cfg, in, output_view<T>(out), ws,
                                           bytes, s);
         });
   });
@@ -228,7 +209,7 @@ Backward transformer_attention_backward_cuda(
   constexpr const char* op = "iognn::transformer_attention_backward";
   const GraphArgs g{rowptr, col, eid, colptr, row, csc2csr};
   const TransformerArgs a = check_transformer(op, g, query, key, value, edge_attr, w_edge);
-  const auto cfg = make_config<CudaKernel>(op, a.H, a.C, dropout, seed);
+  const auto cfg = make_config(op, a.H, a.C, dropout, seed);
   const BackwardInputs b =
       check_backward_inputs(op, g, a.query, "query", a.H, a.C, lse, grad_out, grad_alpha);
   const DeviceScope scope(a.query);
@@ -236,7 +217,7 @@ Backward transformer_attention_backward_cuda(
   dispatch(op, a.query, g, [&](auto ft, auto it) {
     using T = typename decltype(ft)::type;
     using I = typename decltype(it)::type;
-    const auto in = transformer_inputs<CudaKernel, T>(a, scale);
+    const auto in = transformer_inputs<T>(a, scale);
     run_with_workspace<I>(
         g, a.query, scope.stream,
         [&](const auto& graph) {
@@ -246,7 +227,7 @@ Backward transformer_attention_backward_cuda(
         [&](const auto& graph, void* ws, size_t bytes, cudaStream_t s) {
           cuda::transformer_backward<T, I>(graph, cfg, in, lse_ptr<T>(b), cptr<T>(b.grad_out),
                                            grad_alpha_ptr<T>(b),
-                                           grads_view<cuda::TransformerGrads<T>, T>(grads), ws,
+                                           grads_view<TransformerGrads<T>, T>(grads), ws,
                                            bytes, s);
         });
   });

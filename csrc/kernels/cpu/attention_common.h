@@ -46,56 +46,9 @@
 #include "core/dropout_rng.h"
 #include "core/numeric.h"
 #include "core/parallel.h"
+#include "kernels/attention_types.h"
 
 namespace iognn::cpu {
-
-// The two CSR layouts of a graph (see core/graph.h), as the attention kernels read them.
-template <typename index_t>
-struct AttentionGraph {
-  const index_t* rowptr;   // [num_dst + 1]
-  const index_t* col;      // [E'] source of each CSR position
-  const index_t* eid;      // [E'] augmented edge id of each CSR position
-  const index_t* colptr;   // [num_src + 1]
-  const index_t* row;      // [E'] destination of each transposed position
-  const index_t* csc2csr;  // [E'] CSR position of each transposed position
-  int64_t num_src;
-  int64_t num_dst;
-  int64_t num_edges;
-};
-
-struct AttentionConfig {
-  int64_t heads;     // H >= 1
-  int64_t channels;  // C >= 1
-  float dropout;     // attention dropout probability in [0, 1); 0 disables it
-  uint64_t seed;     // dropout stream, see core/dropout_rng.h
-};
-
-// Forward outputs: out [num_dst, H, C], lse [num_dst, H], alpha [E', H] (augmented edge order) or
-// null when not requested. All contiguous.
-template <typename T>
-struct AttentionOutputs {
-  T* out;
-  acc_t<T>* lse;
-  T* alpha;
-};
-
-// Node tensor [N, H, C] (or [N, H] with C = 1): element (n, h, c) at n * row_stride + h * C + c.
-template <typename T>
-struct NodeRows {
-  const T* data = nullptr;
-  int64_t row_stride = 0;
-  const T* at(int64_t n, int64_t h, int64_t C) const { return data + n * row_stride + h * C; }
-};
-
-// Edge features [E', De] in augmented edge order; absent when data is null (De = 0).
-template <typename T>
-struct EdgeRows {
-  const T* data = nullptr;
-  int64_t row_stride = 0;
-  int64_t dim = 0;
-  bool present() const { return data != nullptr; }
-  const T* at(int64_t e) const { return data + e * row_stride; }
-};
 
 template <typename acc>
 inline acc leaky_relu(acc x, acc slope) {

@@ -13,26 +13,7 @@
 
 namespace iognn::cpu {
 
-template <typename T>
-struct GatInputs {
-  NodeRows<T> x;          // [num_src, H, C]
-  NodeRows<T> a_src;      // [num_src, H]
-  NodeRows<T> a_dst;      // [num_dst, H]; data null: no destination term (PyG's x_dst = None)
-  EdgeRows<T> edge_attr;  // [E', De] or absent
-  const T* w_edge;        // [De, H] contiguous, with edge_attr
-  double negative_slope;
-};
-
-// Gradient outputs, contiguous; a_dst / edge_attr / w_edge are null when that input is absent.
-template <typename T>
-struct GatGrads {
-  T* x;          // [num_src, H, C]
-  T* a_src;      // [num_src, H]
-  T* a_dst;      // [num_dst, H]
-  T* edge_attr;  // [E', De]
-  T* w_edge;     // [De, H]
-};
-
+// Inputs and gradient outputs: kernels/attention_types.h.
 template <typename T, typename index_t>
 void gat_forward(const AttentionGraph<index_t>& g, const AttentionConfig& cfg,
                  const GatInputs<T>& in, const AttentionOutputs<T>& out);

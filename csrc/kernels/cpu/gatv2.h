@@ -14,26 +14,7 @@
 
 namespace iognn::cpu {
 
-template <typename T>
-struct GatV2Inputs {
-  NodeRows<T> x_src;      // [num_src, H, C]
-  NodeRows<T> x_dst;      // [num_dst, H, C]
-  const T* att;           // [H, C] contiguous
-  EdgeRows<T> edge_attr;  // [E', De] or absent
-  const T* w_edge;        // [H*C, De] contiguous, with edge_attr
-  double negative_slope;
-};
-
-// Gradient outputs, contiguous; edge_attr / w_edge are null when edge_attr is absent.
-template <typename T>
-struct GatV2Grads {
-  T* x_src;      // [num_src, H, C]
-  T* x_dst;      // [num_dst, H, C]
-  T* att;        // [H, C]
-  T* edge_attr;  // [E', De]
-  T* w_edge;     // [H*C, De]
-};
-
+// Inputs and gradient outputs: kernels/attention_types.h.
 template <typename T, typename index_t>
 void gatv2_forward(const AttentionGraph<index_t>& g, const AttentionConfig& cfg,
                    const GatV2Inputs<T>& in, const AttentionOutputs<T>& out);

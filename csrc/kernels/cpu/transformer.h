@@ -13,26 +13,7 @@
 
 namespace iognn::cpu {
 
-template <typename T>
-struct TransformerInputs {
-  NodeRows<T> query;      // [num_dst, H, C]
-  NodeRows<T> key;        // [num_src, H, C]
-  NodeRows<T> value;      // [num_src, H, C]
-  EdgeRows<T> edge_attr;  // [E', De] or absent
-  const T* w_edge;        // [H*C, De] contiguous, with edge_attr
-  double scale;
-};
-
-// Gradient outputs, contiguous; edge_attr / w_edge are null when edge_attr is absent.
-template <typename T>
-struct TransformerGrads {
-  T* query;      // [num_dst, H, C]
-  T* key;        // [num_src, H, C]
-  T* value;      // [num_src, H, C]
-  T* edge_attr;  // [E', De]
-  T* w_edge;     // [H*C, De]
-};
-
+// Inputs and gradient outputs: kernels/attention_types.h.
 template <typename T, typename index_t>
 void transformer_forward(const AttentionGraph<index_t>& g, const AttentionConfig& cfg,
                          const TransformerInputs<T>& in, const AttentionOutputs<T>& out);
