@@ -120,20 +120,38 @@ def relative_errors(layer, x, edge_index, edge_attr, grad, reference):
 # Relative errors below these count as exact in the dtype whatever PyG's own (4 eps in 16 bits; in
 # fp32, 1e-5: the parameter gradients are sums over every edge in another order than PyG's).
 FLOOR = {torch.float32: 1e-5}
-PRECISION_CASES = [(torch.float32, "powerlaw:200000:16", 32), (torch.float32, "uniform:2000:15", 8),
-                   (torch.float16, "uniform:2000:15", 8), (torch.float16, "uniform:2000:15", 64),
-                   (torch.bfloat16, "uniform:2000:15", 8), (torch.bfloat16, "uniform:2000:15", 64)]
+# (dtype, graph, H, C); the two 1M-node graphs with the head shapes whose layer check against PyG
+# in fp32 exceeds 1e-4 in `iognn bench` (BENCHMARKS.md).
+PRECISION_CASES = [(torch.float32, "powerlaw:200000:16", 4, 32),
+                   (torch.float32, "powerlaw:1000000:16", 8, 16),
+                   (torch.float32, "grid:1000000", 4, 32), (torch.float32, "uniform:2000:15", 4, 8),
+                   (torch.float16, "uniform:2000:15", 4, 8), (torch.float16, "uniform:2000:15", 4, 64),
+                   (torch.bfloat16, "uniform:2000:15", 4, 8),
+                   (torch.bfloat16, "uniform:2000:15", 4, 64)]
 
 
-@pytest.mark.parametrize("name", ["GATConv", "GATv2Conv", "TransformerConv"])
-@pytest.mark.parametrize("dtype,graph,C", PRECISION_CASES,
-                         ids=[f"{str(d)[6:]}-{g}-C{c}" for d, g, c in PRECISION_CASES])
-def test_as_accurate_as_pyg_cuda(name, dtype, graph, C):
+# Open finding (H200, 2026-11-22): GATConv on powerlaw:1000000:16 with H=8, C=16 gives grad x
+# with a relative error of 5.1e-5 where PyG's fp32 has 3.3e-6 (GATv2 and the Transformer pass the
+# same case); the layer check of `iognn bench` sees the same rows. Not yet explained.
+GAT_HUB_FINDING = pytest.mark.xfail(strict=True, reason="GATConv grad x on the 1M power-law graph, "
+                                    "H8C16: 5.1e-5 relative vs PyG's 3.3e-6 (open)")
+
+
+def precision_param(name, dtype, graph, H, C):
+    finding = name == "GATConv" and (graph, H, C) == ("powerlaw:1000000:16", 8, 16)
+    return pytest.param(name, dtype, graph, H, C, marks=[GAT_HUB_FINDING] if finding else [],
+                        id=f"{str(dtype)[6:]}-{graph}-H{H}C{C}-{name}")
+
+
+@pytest.mark.parametrize("name,dtype,graph,H,C",
+                         [precision_param(name, *case) for case in PRECISION_CASES
+                          for name in ("GATConv", "GATv2Conv", "TransformerConv")])
+def test_as_accurate_as_pyg_cuda(name, dtype, graph, H, C):
     """Norm-wise relative error against PyG run in fp64 on the GPU, no more than twice PyG's own
     in `dtype` plus FLOOR: the power-law graph's hubs sum ~10^4 terms per row."""
     edge_index, N = load_graph(graph, seed=1, device="cuda")
     gen = torch.Generator(device="cuda").manual_seed(C)
-    ours, theirs = make_pair(name, 32, C, heads=4, edge_dim=3)
+    ours, theirs = make_pair(name, 32, C, heads=H, edge_dim=3)
     theirs.to(dtype)  # the weights as the dtype rounds them, for all three layers
     ref_layer = copy.deepcopy(theirs).to("cuda", torch.float64)
     x = torch.randn(N, 32, generator=gen, device="cuda").to(dtype)
