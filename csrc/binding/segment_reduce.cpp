@@ -59,25 +59,22 @@ at::Tensor segment_reduce_backward_cpu(const at::Tensor& colptr, const at::Tenso
   const SegmentReduceCall call =
       check_segment_reduce_backward(op, colptr, row, rowptr, x_in, out_in, count_min_in,
                                     count_max_in, mean_in, grad_out_in, reduce_names);
-  const at::Tensor x = last_dim_contiguous(x_in);
-  const at::Tensor out = out_in.contiguous(), grad_out = grad_out_in.contiguous();
-  const at::Tensor count_min = count_min_in.contiguous(), count_max = count_max_in.contiguous();
-  const at::Tensor mean = mean_in.contiguous();
-  at::Tensor grad_x = at::empty({call.num_src, call.F}, x.options());
-  if (grad_x.numel() == 0) return grad_x;
-  dispatch_float(x.scalar_type(), op, [&](auto ft) {
+  const SegmentReduceBackwardOperands t = segment_reduce_backward_operands(
+      call, x_in, out_in, count_min_in, count_max_in, mean_in, grad_out_in);
+  if (t.grad_x.numel() == 0) return t.grad_x;
+  dispatch_float(t.x.scalar_type(), op, [&](auto ft) {
     using T = typename decltype(ft)::type;
     dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
       using I = typename decltype(it)::type;
       cpu::segment_reduce_backward<T, I>(
-          cptr<I>(colptr), cptr<I>(row), cptr<I>(rowptr), cptr<T>(x), x.stride(0),
-          cptr<T>(out), call.want_min ? cptr<I>(count_min) : nullptr,
-          call.want_max ? cptr<I>(count_max) : nullptr,
-          call.want_mean ? cptr<acc_t<T>>(mean) : nullptr, cptr<T>(grad_out), call.num_src,
-          call.F, call.reduces, ptr<T>(grad_x));
+          cptr<I>(colptr), cptr<I>(row), cptr<I>(rowptr), cptr<T>(t.x), t.x.stride(0),
+          cptr<T>(t.out), call.want_min ? cptr<I>(t.count_min) : nullptr,
+          call.want_max ? cptr<I>(t.count_max) : nullptr,
+          call.want_mean ? cptr<acc_t<T>>(t.mean) : nullptr, cptr<T>(t.grad_out), call.num_src,
+          call.F, call.reduces, ptr<T>(t.grad_x));
     });
   });
-  return grad_x;
+  return t.grad_x;
 }
 
 }  // namespace

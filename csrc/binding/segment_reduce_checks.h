@@ -124,4 +124,19 @@ inline std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> empty_segment_
           at::empty(aux_shape(call.want_mean), x.options().dtype(acc_dtype(x.scalar_type())))};
 }
 
+// The backward's operands as the kernels read them - x with a dense last dimension, the others
+// contiguous - and its uninitialised result grad_x [num_src, F] like x.
+struct SegmentReduceBackwardOperands {
+  at::Tensor x, out, count_min, count_max, mean, grad_out, grad_x;
+};
+inline SegmentReduceBackwardOperands segment_reduce_backward_operands(
+    const SegmentReduceCall& call, const at::Tensor& x, const at::Tensor& out,
+    const at::Tensor& count_min, const at::Tensor& count_max, const at::Tensor& mean,
+    const at::Tensor& grad_out) {
+  const at::Tensor x_dense = last_dim_contiguous(x);
+  const at::Tensor grad_x = at::empty({call.num_src, call.F}, x_dense.options());
+  return {x_dense,           out.contiguous(),      count_min.contiguous(), count_max.contiguous(),
+          mean.contiguous(), grad_out.contiguous(), grad_x};
+}
+
 }  // namespace iognn::torch_ext

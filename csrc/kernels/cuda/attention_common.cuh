@@ -36,6 +36,7 @@
 #include "core/error.h"
 #include "core/numeric.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/common.cuh"
 
 namespace iognn::cuda::attention_detail {
 
@@ -77,25 +78,6 @@ constexpr int slots_for() {
 constexpr size_t kAlign = 256;  // alignment of every workspace slice
 
 // ---- scalar and vector access (device) -------------------------------------------------------
-__device__ __forceinline__ float to_acc(float v) { return v; }
-__device__ __forceinline__ double to_acc(double v) { return v; }
-__device__ __forceinline__ float to_acc(half_t v) { return __half2float(__ushort_as_half(v.bits)); }
-__device__ __forceinline__ float to_acc(bf16_t v) {
-  return __bfloat162float(__ushort_as_bfloat16(v.bits));
-}
-
-// Round to nearest even, as core/numeric.h's store().
-template <typename T>
-__device__ __forceinline__ T from_acc(acc_t<T> v) {
-  if constexpr (std::is_same_v<T, half_t>) {
-    return half_t{__half_as_ushort(__float2half_rn(v))};
-  } else if constexpr (std::is_same_v<T, bf16_t>) {
-    return bf16_t{__bfloat16_as_ushort(__float2bfloat16_rn(v))};
-  } else {
-    return v;
-  }
-}
-
 template <typename T>
 __device__ __forceinline__ acc_t<T> ld(const T* p) {
   return to_acc(*p);

@@ -1,5 +1,5 @@
-// Shared helpers of the CUDA kernels: error checks that throw iognn::DeviceError, conversions between
-// the core storage types and their accumulation type, and 16-byte vector loads/stores.
+// Shared helpers of the CUDA kernels: the core's error checks (core/cuda_check.h), conversions
+// between the core storage types and their accumulation type, and 16-byte vector loads/stores.
 //
 // Storage types are the core's (float, double, half_t, bf16_t: see core/numeric.h); half_t and bf16_t
 // are bit-compatible with __half and __nv_bfloat16, so device code converts them with the hardware
@@ -12,21 +12,9 @@
 
 #include <cstdint>
 
+#include "core/cuda_check.h"
 #include "core/error.h"
 #include "core/numeric.h"
-
-// IOGNN_CUDA_CHECK(expr): throws iognn::DeviceError naming the call and the CUDA error.
-#define IOGNN_CUDA_CHECK(expr)                                                                   \
-  do {                                                                                           \
-    const cudaError_t iognn_err_ = (expr);                                                       \
-    if (iognn_err_ != cudaSuccess)                                                               \
-      throw ::iognn::DeviceError(::iognn::detail::concat(#expr, " failed (", __FILE__, ":",      \
-                                                         __LINE__, "): ",                        \
-                                                         cudaGetErrorString(iognn_err_)));       \
-  } while (0)
-
-// Checks the launch just made (configuration errors are reported here, not at the next sync).
-#define IOGNN_CUDA_CHECK_LAUNCH() IOGNN_CUDA_CHECK(cudaGetLastError())
 
 namespace iognn::cuda {
 

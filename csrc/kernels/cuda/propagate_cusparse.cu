@@ -163,7 +163,7 @@ void edge_values(int64_t n, const acc* weight, const index_t* perm, const acc* s
   if (n == 0) return;
   edge_values_kernel<acc, index_t>
       <<<blocks_for(n, "edges"), kThreads, 0, stream>>>(n, weight, perm, scale, values);
-  IOGNN_CUDA_CHECK_LAUNCH();
+  IOGNN_CUDA_CHECK_LAUNCH("edge_values_kernel");
 }
 
 template <typename T, typename index_t>
@@ -173,7 +173,7 @@ void finish_rows(int64_t rows, int64_t F, const float* C, const index_t* mean_of
   if (n == 0) return;
   finish_rows_kernel<T, index_t>
       <<<blocks_for(n, "outputs"), kThreads, 0, stream>>>(n, F, C, mean_offsets, out);
-  IOGNN_CUDA_CHECK_LAUNCH();
+  IOGNN_CUDA_CHECK_LAUNCH("finish_rows_kernel");
 }
 
 #define IOGNN_EDGE_VALUES(acc, index_t)                                                       \

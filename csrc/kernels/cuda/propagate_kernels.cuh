@@ -228,7 +228,7 @@ void launch_gather_vec(const I* offsets, const Edges& edges, const T* x, int64_t
     gather_light_kernel<T, I, V, Edges><<<unsigned(blocks), kBlock, 0, stream>>>(
         offsets, edges, x, x_stride, num_rows, F, L.log2_group, L.num_tiles,
         sched.heavy_threshold, out);
-    IOGNN_CUDA_CHECK_LAUNCH();
+    IOGNN_CUDA_CHECK_LAUNCH("gather_light_kernel");
   }
   if (sched.num_heavy == 0) return;
   const int64_t merge_tiles = (F + kMergeBlock - 1) / kMergeBlock;
@@ -240,11 +240,11 @@ void launch_gather_vec(const I* offsets, const Edges& edges, const T* x, int64_t
   gather_segment_kernel<T, I, V, Edges>
       <<<dim3(unsigned(sched.num_segments), unsigned(L.num_tiles)), kBlock, 0, stream>>>(
           sched, edges, x, x_stride, F, L.log2_group, partials);
-  IOGNN_CUDA_CHECK_LAUNCH();
+  IOGNN_CUDA_CHECK_LAUNCH("gather_segment_kernel");
   merge_segments_kernel<T, I, Edges>
       <<<dim3(unsigned(sched.num_heavy), unsigned(merge_tiles)), kMergeBlock, 0, stream>>>(
           sched, offsets, edges, partials, F, out);
-  IOGNN_CUDA_CHECK_LAUNCH();
+  IOGNN_CUDA_CHECK_LAUNCH("merge_segments_kernel");
 }
 
 // Picks the 16-byte path when every row start of x and out is 16-byte aligned.
@@ -370,12 +370,12 @@ void launch_sddmm_vec(const I* rowptr, const I* col, const T* grad_out, const T*
     sddmm_light_kernel<T, I, V><<<unsigned(blocks), kBlock, 0, stream>>>(
         rowptr, col, grad_out, x, x_stride, num_rows, F, log2_group, mean,
         sched.heavy_threshold, grad_w);
-    IOGNN_CUDA_CHECK_LAUNCH();
+    IOGNN_CUDA_CHECK_LAUNCH("sddmm_light_kernel");
   }
   if (sched.num_segments == 0) return;
   sddmm_segment_kernel<T, I, V><<<unsigned(sched.num_segments), kBlock, 0, stream>>>(
       sched, rowptr, col, grad_out, x, x_stride, F, log2_group, mean, grad_w);
-  IOGNN_CUDA_CHECK_LAUNCH();
+  IOGNN_CUDA_CHECK_LAUNCH("sddmm_segment_kernel");
 }
 
 }  // namespace iognn::cuda::propagate_detail

@@ -360,14 +360,14 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
   const size_t heavy_bytes = workspace_bytes > table_bytes ? workspace_bytes - table_bytes : 0;
   // 16-byte packs when every packed access (x, out, grad_out, grad_x) stays aligned (the table
   // and mean rows are then aligned too: F is a multiple of the pack).
-  constexpr int kVec = 16 / sizeof(T);
-  const bool packed = F % kVec == 0 && x_stride % kVec == 0 && sr::aligned16(x) &&
-                      sr::aligned16(out) && sr::aligned16(grad_out) && sr::aligned16(grad_x) &&
-                      (!mean || sr::aligned16(mean));
+  constexpr int kPack = kVec<T>;  // elements of one 16-byte pack
+  const bool packed = F % kPack == 0 && x_stride % kPack == 0 && is_aligned16(x) &&
+                      is_aligned16(out) && is_aligned16(grad_out) && is_aligned16(grad_x) &&
+                      (!mean || is_aligned16(mean));
   const sr::BackwardOp<T, index_t> op{colptr,    row,   rowptr, x, x_stride, out, grad_out,
                                       count_min, count_max, mean, a, b, F, K, slots,
                                       cpu::segment_reduce_backward_needs_x(reduces), grad_x};
-  if (packed) sr::run_schedule<kVec>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream);
+  if (packed) sr::run_schedule<kPack>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream);
   else sr::run_schedule<1>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream);
 }
 

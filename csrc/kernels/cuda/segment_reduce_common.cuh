@@ -1,7 +1,6 @@
-// Small device helpers of the CUDA segment reductions: error checks, storage <-> accumulation
-// conversions through the hardware instructions, packed (up to 16-byte) loads and stores, and
-// arithmetic that the compiler may not contract into FMAs (so light rows round exactly as the host
-// kernels do).
+// Small device helpers of the CUDA segment reductions (on top of kernels/cuda/common.cuh's checks
+// and conversions): packed (up to 16-byte) loads and stores, and arithmetic that the compiler may
+// not contract into FMAs (so light rows round exactly as the host kernels do).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -16,36 +15,9 @@
 #include "core/error.h"
 #include "core/numeric.h"
 #include "kernels/cpu/segment_reduce.h"
-
-// Throws iognn::DeviceError naming the failed call unless it returned cudaSuccess.
-#define IOGNN_SR_CUDA_CHECK(call)                                                     \
-  do {                                                                                \
-    const cudaError_t iognn_sr_err_ = (call);                                         \
-    IOGNN_CHECK(iognn_sr_err_ == cudaSuccess, DeviceError, "CUDA error in ", #call, \
-                ": ", cudaGetErrorString(iognn_sr_err_));                             \
-  } while (0)
+#include "kernels/cuda/common.cuh"
 
 namespace iognn::cuda::sr {
-
-// ---- conversions ------------------------------------------------------------------------------
-__device__ __forceinline__ float to_acc(float v) { return v; }
-__device__ __forceinline__ double to_acc(double v) { return v; }
-__device__ __forceinline__ float to_acc(half_t v) { return __half2float(__ushort_as_half(v.bits)); }
-__device__ __forceinline__ float to_acc(bf16_t v) {
-  return __bfloat162float(__ushort_as_bfloat16(v.bits));
-}
-
-// Round-to-nearest-even, as core/numeric.h's store() does on the host.
-template <typename T>
-__device__ __forceinline__ T from_acc(acc_t<T> v) {
-  if constexpr (std::is_same_v<T, half_t>) {
-    return half_t{__half_as_ushort(__float2half_rn(v))};
-  } else if constexpr (std::is_same_v<T, bf16_t>) {
-    return bf16_t{__bfloat16_as_ushort(__float2bfloat16_rn(v))};
-  } else {
-    return v;
-  }
-}
 
 // a * b rounded on its own (never fused with a following add), as the host computes it.
 __device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
@@ -113,7 +85,5 @@ inline ReduceList make_reduce_list(const std::vector<cpu::SegmentReduce>& reduce
   for (size_t k = 0; k < reduces.size(); ++k) list.code[k] = int8_t(reduces[k]);
   return list;
 }
-
-inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace iognn::cuda::sr

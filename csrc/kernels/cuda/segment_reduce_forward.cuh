@@ -223,9 +223,9 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
                                      out,      count_min, count_max, mean};
   const sr::HeavyPlan plan = sr::forward_plan<T>(num_dst, num_edges, F);
   // 16-byte packs when every packed access stays aligned; one element per lane otherwise.
-  constexpr int kVec = 16 / sizeof(T);
-  if (F % kVec == 0 && x_stride % kVec == 0 && sr::aligned16(x) && sr::aligned16(out))
-    sr::run_schedule<kVec>(op, rowptr, num_dst, plan, workspace, workspace_bytes, stream);
+  constexpr int kPack = kVec<T>;  // elements of one 16-byte pack
+  if (F % kPack == 0 && x_stride % kPack == 0 && is_aligned16(x) && is_aligned16(out))
+    sr::run_schedule<kPack>(op, rowptr, num_dst, plan, workspace, workspace_bytes, stream);
   else
     sr::run_schedule<1>(op, rowptr, num_dst, plan, workspace, workspace_bytes, stream);
 }

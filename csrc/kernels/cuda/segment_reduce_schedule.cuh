@@ -297,7 +297,7 @@ void run_schedule(const Op& op, const index_t* offsets, int64_t num_rows, const 
                      plan.max_heavy,
                      plan.max_slots,
                      plan.slot_bytes};
-  IOGNN_SR_CUDA_CHECK(cudaMemsetAsync(ws, 0, 2 * sizeof(unsigned long long), stream));
+  IOGNN_CUDA_CHECK(cudaMemsetAsync(ws, 0, 2 * sizeof(unsigned long long), stream));
   const int64_t find_blocks = std::min<int64_t>(ceil_div(num_rows, 256), 1024);
   find_heavy_rows_kernel<index_t><<<unsigned(find_blocks), 256, 0, stream>>>(offsets, num_rows, hr);
   check_launch("segment_reduce find heavy rows");
