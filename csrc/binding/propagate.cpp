@@ -1,6 +1,7 @@
 // iognn::propagate (SpMM family): schemas, argument checks and host implementations.
 //
-// Forward:  propagate(rowptr, col, colptr, row, csc2csr, weight?, x, reduce) -> out [num_dst, F]
+// Forward:  propagate(rowptr, col, colptr, row, csc2csr, weight?, x, reduce, bias?)
+//             -> out [num_dst, F] (the layer's bias fused into the same pass)
 // Backward: propagate_backward_x -> grad_x [num_src, F]   (transposed CSR gather)
 //           propagate_backward_weight -> grad_weight [E]   (sampled dense-dense product)
 // The transposed-CSR arguments of the forward are unused by it; they are part of the schema so the
@@ -19,12 +20,13 @@ namespace {
 at::Tensor propagate_cpu(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& colptr,
                          const at::Tensor& row, const at::Tensor& csc2csr,
                          const std::optional<at::Tensor>& weight_in, const at::Tensor& x_in,
-                         c10::string_view reduce) {
+                         c10::string_view reduce, const std::optional<at::Tensor>& bias_in) {
   constexpr const char* op = "iognn::propagate";
   const auto red = parse_reduce(reduce, op);
-  check_propagate_args(op, rowptr, col, colptr, weight_in, x_in);
+  check_propagate_args(op, rowptr, col, colptr, weight_in, x_in, bias_in);
   const at::Tensor x = last_dim_contiguous(x_in);
   const auto weight = weight_in ? std::optional<at::Tensor>(weight_in->contiguous()) : std::nullopt;
+  const auto bias = bias_in ? std::optional<at::Tensor>(bias_in->contiguous()) : std::nullopt;
   const int64_t num_dst = rowptr.numel() - 1, F = x.size(1);
   at::Tensor out = at::empty({num_dst, F}, x.options());
   if (out.numel() == 0) return out;
@@ -33,7 +35,8 @@ at::Tensor propagate_cpu(const at::Tensor& rowptr, const at::Tensor& col, const 
     dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
       using I = typename decltype(it)::type;
       cpu::propagate_forward<T, I>(cptr<I>(rowptr), cptr<I>(col), optional_cptr<acc_t<T>>(weight),
-                                   cptr<T>(x), x.stride(0), num_dst, F, red, ptr<T>(out));
+                                   cptr<T>(x), x.stride(0), num_dst, F, red,
+                                   optional_cptr<T>(bias), ptr<T>(out));
     });
   });
   return out;
@@ -110,7 +113,7 @@ void propagate_plan_set_cpu(const at::Tensor& rowptr, const at::Tensor& col,
 TORCH_LIBRARY_FRAGMENT(iognn, m) {
   m.def(
       "propagate(Tensor rowptr, Tensor col, Tensor colptr, Tensor row, Tensor csc2csr, "
-      "Tensor? weight, Tensor x, str reduce) -> Tensor");
+      "Tensor? weight, Tensor x, str reduce, Tensor? bias=None) -> Tensor");
   m.def(
       "propagate_backward_x(Tensor colptr, Tensor row, Tensor csc2csr, Tensor rowptr, "
       "Tensor? weight, Tensor grad_out, str reduce) -> Tensor");

@@ -67,12 +67,20 @@ inline void check_graph_vector(const char* op, const at::Tensor& t, const char* 
   check_device(t, x, op, name, x_name);
 }
 
+// bias: optional [F] in the dtype of x, on its device (added to every output row).
 inline void check_propagate_args(const char* op, const at::Tensor& rowptr, const at::Tensor& col,
                                  const at::Tensor& colptr,
-                                 const std::optional<at::Tensor>& weight, const at::Tensor& x) {
+                                 const std::optional<at::Tensor>& weight, const at::Tensor& x,
+                                 const std::optional<at::Tensor>& bias) {
   check_csr(op, rowptr, col, weight, x);
   check_index_vector(colptr, op, "colptr");
   check_size(x, 0, colptr.numel() - 1, op, "x", "rows (source nodes)");
+  if (bias) {
+    check_dim(*bias, 1, op, "bias");
+    check_size(*bias, 0, x.size(1), op, "bias", "entries (one per feature of x)");
+    check_dtype(*bias, x.scalar_type(), op, "bias");
+    check_device(*bias, x, op, "bias", "x");
+  }
 }
 
 inline void check_backward_x_args(const char* op, const at::Tensor& colptr, const at::Tensor& row,

@@ -84,6 +84,7 @@ void run_propagate(const Shape& s, uint64_t seed) {
   const int64_t F = 5, stride = F + 3, E = g.edges();  // x rows padded: a row stride != F
   const std::vector<T> x = random_values<T>(s.num_src * stride, seed + 2);
   const std::vector<T> grad = random_values<T>(s.num_dst * F, seed + 3);
+  const std::vector<T> bias = random_values<T>(F, seed + 6);  // fused into the forward
   std::vector<acc_t<T>> w(E);
   for (int64_t p = 0; p < E; ++p) w[p] = acc_t<T>(0.5 + 0.25 * double(p % 5));
   for (auto reduce : {cpu::PropagateReduce::kSum, cpu::PropagateReduce::kMean}) {
@@ -91,13 +92,15 @@ void run_propagate(const Shape& s, uint64_t seed) {
     std::vector<T> out(s.num_dst * F), grad_x(s.num_src * F);
     std::vector<acc_t<T>> grad_w(E);
     cpu::propagate_forward<T, I>(g.rowptr.data(), g.col.data(), w.data(), x.data(), stride,
-                                 s.num_dst, F, reduce, out.data());
+                                 s.num_dst, F, reduce, bias.data(), out.data());
     cpu::propagate_backward_x<T, I>(g.colptr.data(), g.row.data(), g.csc2csr.data(),
                                     g.rowptr.data(), w.data(), grad.data(), s.num_src, F, reduce,
                                     grad_x.data());
     cpu::propagate_backward_weight<T, I>(g.rowptr.data(), g.col.data(), grad.data(), x.data(),
                                          stride, s.num_dst, F, reduce, grad_w.data());
     std::vector<double> ref_out(s.num_dst * F, 0), ref_gx(s.num_src * F, 0), ref_gw(E, 0);
+    for (int64_t i = 0; i < s.num_dst; ++i)  // every row, with in-edges or not, gets the bias
+      for (int64_t f = 0; f < F; ++f) ref_out[i * F + f] = double(bias[f]);
     for (int64_t p = 0; p < E; ++p) {
       const int64_t i = g.dst_of[p], j = g.col[p];
       const double deg = double(g.rowptr[i + 1] - g.rowptr[i]);

@@ -12,31 +12,34 @@ from conftest import GRAPH_CASES, sizes, tolerance
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 
 
-def reference(edge_index, x, w, reduce, num_dst):
-    """PyG's non-fused message passing: gather x_j, weight, scatter to the target."""
+def reference(edge_index, x, w, reduce, num_dst, bias=None):
+    """PyG's non-fused message passing: gather x_j, weight, scatter to the target (+ bias)."""
     ei = edge_index.long()
     msg = x.index_select(0, ei[0])
     if w is not None:
         msg = msg * w.view(-1, 1).to(msg.dtype)
-    return scatter(msg, ei[1], 0, num_dst, reduce=reduce)
+    out = scatter(msg, ei[1], 0, num_dst, reduce=reduce)
+    return out if bias is None else out + bias
 
 
 @pytest.mark.parametrize("reduce", ["sum", "mean"])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_matches_pyg_on_every_graph_case(graph_case, reduce, weighted):
+@pytest.mark.parametrize("biased", [False, True])
+def test_matches_pyg_on_every_graph_case(graph_case, reduce, weighted, biased):
     name, edge_index, size = graph_case
     num_src, num_dst = sizes(size)
     g = iognn.Graph(edge_index, size)
     torch.manual_seed(0)
     x = torch.randn(num_src, 6, dtype=torch.float64, requires_grad=True)
     w = torch.rand(edge_index.size(1), dtype=torch.float64, requires_grad=True) if weighted else None
-    out = propagate(g, x, w, reduce)
-    ref = reference(edge_index, x, w, reduce, num_dst)
+    b = torch.randn(6, dtype=torch.float64, requires_grad=True) if biased else None
+    out = propagate(g, x, w, reduce, b)
+    ref = reference(edge_index, x, w, reduce, num_dst, b)
     torch.testing.assert_close(out, ref)
     if out.numel() == 0:
         return
     grad = torch.randn_like(out)
-    inputs = (x, w) if weighted else (x,)
+    inputs = (x,) + ((w,) if weighted else ()) + ((b,) if biased else ())
     got = torch.autograd.grad(out, inputs, grad, allow_unused=True)
     exp = torch.autograd.grad(ref, inputs, grad, allow_unused=True)
     for a, b in zip(got, exp):
@@ -51,13 +54,15 @@ def test_dtypes_accumulate_in_fp32(dtype, reduce):
     g = iognn.Graph(ei, 200)
     x = torch.randn(200, 33, generator=gen).to(dtype).requires_grad_()
     w = torch.rand(3000, generator=gen).requires_grad_()
-    out = propagate(g, x, w, reduce)
+    b = torch.randn(33, generator=gen).to(dtype).requires_grad_()
+    out = propagate(g, x, w, reduce, b)
     assert out.dtype == dtype
-    ref = reference(ei, x.detach().double(), w.detach().double(), reduce, 200)
+    ref = reference(ei, x.detach().double(), w.detach().double(), reduce, 200, b.detach().double())
     rtol, atol = tolerance(dtype)
     torch.testing.assert_close(out.double(), ref, rtol=rtol, atol=atol)
     out.backward(torch.ones_like(out))
-    assert x.grad.dtype == dtype and w.grad.dtype == torch.float32
+    assert x.grad.dtype == dtype and w.grad.dtype == torch.float32 and b.grad.dtype == dtype
+    torch.testing.assert_close(b.grad.double(), torch.full((33,), 200.0, dtype=torch.float64))
 
 
 def test_int32_and_int64_graphs_agree():
@@ -138,7 +143,9 @@ def test_gradcheck_fp64(reduce):
     g = iognn.Graph(ei, (8, 8))
     x = torch.randn(8, 3, dtype=torch.float64, generator=gen, requires_grad=True)
     w = torch.rand(g.num_edges, dtype=torch.float64, generator=gen, requires_grad=True)
+    b = torch.randn(3, dtype=torch.float64, generator=gen, requires_grad=True)
     assert torch.autograd.gradcheck(lambda x, w: propagate(g, x, w, reduce), (x, w))
+    assert torch.autograd.gradcheck(lambda x, w, b: propagate(g, x, w, reduce, b), (x, w, b))
 
 
 @pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
@@ -152,6 +159,8 @@ def test_opcheck(index_dtype, weighted):
         w = torch.rand(g.num_edges, requires_grad=True) if weighted else None
         args = (g.rowptr, g.col, g.colptr, g.row, g.csc2csr, w, x, "mean")
         torch.library.opcheck(torch.ops.iognn.propagate.default, args)
+        bias = torch.randn(5, requires_grad=True)
+        torch.library.opcheck(torch.ops.iognn.propagate.default, args + (bias,))
         grad = torch.randn(n, 5)
         torch.library.opcheck(torch.ops.iognn.propagate_backward_x.default,
                               (g.colptr, g.row, g.csc2csr, g.rowptr, w, grad, "sum"))
@@ -179,6 +188,13 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(TypeError, match="edge_weight must have dtype"):
         torch.ops.iognn.propagate(g.rowptr, g.col, g.colptr, g.row, g.csc2csr,
                                   torch.ones(3, dtype=torch.float64), torch.randn(3, 2), "sum")
+    x = torch.randn(3, 2)
+    with pytest.raises(ValueError, match="bias has 3 entries"):
+        propagate(g, x, bias=torch.zeros(3))
+    with pytest.raises(ValueError, match="bias must be 1-D"):
+        propagate(g, x, bias=torch.zeros(1, 2))
+    with pytest.raises(TypeError, match="bias must have dtype"):
+        propagate(g, x, bias=torch.zeros(2, dtype=torch.float64))
     # The process stays usable after an error.
     assert propagate(g, torch.ones(3, 2)).shape == (3, 2)
 

@@ -52,12 +52,12 @@ def poison_next(shape, dtype):
     torch.empty(nbytes, dtype=torch.uint8, device="cuda").fill_(255)
 
 
-def run_ops(g, x, w, grad, reduce):
-    """(out, grad_x, grad_w) of the three ops; w in CSR order (or None)."""
+def run_ops(g, x, w, grad, reduce, bias=None):
+    """(out, grad_x, grad_w) of the three ops; w in CSR order (or None), bias [F] (or None)."""
     on_cuda = x.is_cuda
     if on_cuda:
         poison_next((g.num_dst_nodes, x.size(1)), x.dtype)
-    out = ops.propagate(g.rowptr, g.col, g.colptr, g.row, g.csc2csr, w, x, reduce)
+    out = ops.propagate(g.rowptr, g.col, g.colptr, g.row, g.csc2csr, w, x, reduce, bias)
     if on_cuda:
         poison_next((g.num_src_nodes, grad.size(1)), grad.dtype)
     gx = ops.propagate_backward_x(g.colptr, g.row, g.csc2csr, g.rowptr, w, grad, reduce)
@@ -85,16 +85,24 @@ def make_inputs(g, F, dtype, weighted, gen):
     return x, w, grad
 
 
+def make_bias(F, dtype, gen):
+    """A layer's bias [F] in dtype (weighted calls carry one: both forward epilogues are covered)."""
+    return torch.randn(F, generator=gen).to(dtype)
+
+
 def compare_with_cpu(g, F, dtype, reduce, weighted, seed=0, x=None, rtol=None, atol=None):
     gen = torch.Generator().manual_seed(seed)
     x_cpu, w, grad = make_inputs(g, F, dtype, weighted, gen)
+    bias = make_bias(F, dtype, gen) if weighted else None
     if x is None:
         x = x_cpu.cuda()
     else:  # a given CUDA x (strided layouts); the reference reads the same values
         x_cpu = x.cpu()
     gc = g.to("cuda")
-    got = run_ops(gc, x, None if w is None else w.cuda(), grad.cuda(), reduce)
-    ref = run_ops(g, x_cpu.double(), None if w is None else w.double(), grad.double(), reduce)
+    got = run_ops(gc, x, None if w is None else w.cuda(), grad.cuda(), reduce,
+                  None if bias is None else bias.cuda())
+    ref = run_ops(g, x_cpu.double(), None if w is None else w.double(), grad.double(), reduce,
+                  None if bias is None else bias.double())
     for name, a, b in zip(("out", "grad_x", "grad_w"), got, ref):
         assert a.is_cuda and a.dtype == (acc_dtype(dtype) if name == "grad_w" else dtype)
         assert_matches(a, b, dtype, name, rtol, atol)
@@ -209,12 +217,14 @@ def test_gradients_through_the_wrapper(reduce, backend):
     gc = g.to("cuda")
     x = torch.randn(8, 3, dtype=torch.float64, generator=gen)
     w = torch.rand(g.num_edges, dtype=torch.float64, generator=gen)
-    xc, wc = x.cuda().requires_grad_(), w.cuda().requires_grad_()
-    assert torch.autograd.gradcheck(lambda a, b: propagate(gc, a, b, reduce), (xc, wc))
-    xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
+    b = torch.randn(3, dtype=torch.float64, generator=gen)
+    xc, wc, bc = (t.cuda().requires_grad_() for t in (x, w, b))
+    assert torch.autograd.gradcheck(lambda *a: propagate(gc, a[0], a[1], reduce, a[2]),
+                                    (xc, wc, bc))
+    xr, wr, br = (t.clone().requires_grad_() for t in (x, w, b))
     grad = torch.randn(8, 3, dtype=torch.float64, generator=gen)
-    got = torch.autograd.grad(propagate(gc, xc, wc, reduce), (xc, wc), grad.cuda())
-    exp = torch.autograd.grad(propagate(g, xr, wr, reduce), (xr, wr), grad)
+    got = torch.autograd.grad(propagate(gc, xc, wc, reduce, bc), (xc, wc, bc), grad.cuda())
+    exp = torch.autograd.grad(propagate(g, xr, wr, reduce, br), (xr, wr, br), grad)
     for a, b in zip(got, exp):
         torch.testing.assert_close(a.cpu(), b)
 
@@ -228,9 +238,10 @@ def test_bitwise_deterministic(dtype, F, backend, graph):
     gc = graph().to("cuda")
     gen = torch.Generator().manual_seed(12)
     x, w, grad = (t.cuda() for t in make_inputs(gc, F, dtype, True, gen))
-    first = run_ops(gc, x, w, grad, "mean")
+    bias = make_bias(F, dtype, gen).cuda()
+    first = run_ops(gc, x, w, grad, "mean", bias)
     for _ in range(3):
-        for a, b in zip(first, run_ops(gc, x, w, grad, "mean")):
+        for a, b in zip(first, run_ops(gc, x, w, grad, "mean", bias)):
             assert torch.equal(a, b)
 
 

@@ -58,7 +58,7 @@ void run_own(const Gather& g, const iognn::cuda::RowSchedule& schedule) {
           iognn::cuda::propagate_forward<T, I>(
               cptr<I>(g.offsets), cptr<I>(g.indices), optional_cptr<acc_t<T>>(g.weight),
               cptr<T>(g.dense), g.dense.stride(0), g.rows(), g.F(), g.reduce, schedule,
-              ptr_or_null<T>(partials), ptr<T>(g.out), stream);
+              ptr_or_null<T>(partials), optional_cptr<T>(g.bias), ptr<T>(g.out), stream);
         else
           iognn::cuda::propagate_backward_x<T, I>(
               cptr<I>(g.offsets), cptr<I>(g.indices), cptr<I>(g.csc2csr), cptr<I>(g.rowptr),
@@ -156,14 +156,16 @@ void run_gather(const Gather& g) {
 at::Tensor propagate_cuda(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& colptr,
                           const at::Tensor& row, const at::Tensor& csc2csr,
                           const std::optional<at::Tensor>& weight, const at::Tensor& x,
-                          c10::string_view reduce) {
+                          c10::string_view reduce, const std::optional<at::Tensor>& bias) {
   constexpr const char* op = "iognn::propagate";
   const auto red = parse_reduce(reduce, op);
-  check_propagate_args(op, rowptr, col, colptr, weight, x);
+  check_propagate_args(op, rowptr, col, colptr, weight, x, bias);
   dispatch_float(x.scalar_type(), op, [](auto) {});  // the dtype error before any work
   const c10::cuda::CUDAGuard guard(x.device());
-  Gather g{Direction::kForward, rowptr, col, {}, {}, std::nullopt, last_dim_contiguous(x), red, {}};
+  Gather g{Direction::kForward, rowptr, col,         {}, {}, std::nullopt, std::nullopt,
+           last_dim_contiguous(x), red, {}};
   if (weight) g.weight = weight->contiguous();
+  if (bias) g.bias = bias->contiguous();
   g.out = at::empty({g.rows(), g.F()}, x.options());
   if (g.out.numel() > 0) run_gather(g);
   return g.out;
@@ -178,7 +180,7 @@ at::Tensor propagate_backward_x_cuda(const at::Tensor& colptr, const at::Tensor&
   check_backward_x_args(op, colptr, row, csc2csr, rowptr, weight, grad_out);
   dispatch_float(grad_out.scalar_type(), op, [](auto) {});
   const c10::cuda::CUDAGuard guard(grad_out.device());
-  Gather g{Direction::kBackwardX, colptr, row, csc2csr, rowptr, std::nullopt,
+  Gather g{Direction::kBackwardX, colptr, row, csc2csr, rowptr, std::nullopt, std::nullopt,
            grad_out.contiguous(), red, {}};
   if (weight) g.weight = weight->contiguous();
   g.out = at::empty({g.rows(), g.F()}, grad_out.options());

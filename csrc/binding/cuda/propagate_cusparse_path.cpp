@@ -185,6 +185,7 @@ bool run_cusparse(const Gather& g, Plan& plan, WidthPlan& w, int64_t longest_row
       const at::Tensor ws = workspace(spmm->workspace_size(h, B.const_data_ptr(), C.data_ptr()), g);
       spmm->run(h, B.const_data_ptr(), C.data_ptr(), ws.data_ptr());
     }
+    if (g.bias) C.add_(*g.bias);  // a pass over C of its own here (the own kernels fuse it)
     if (sixteen_bit(g)) finish_16bit(g, C);
   } catch (const iognn::DeviceError& e) {
     w.cusparse_error = e.what();

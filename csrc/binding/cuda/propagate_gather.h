@@ -20,6 +20,7 @@ struct Gather {
   at::Tensor offsets, indices;       // (rowptr, col) forward, (colptr, row) backward_x
   at::Tensor csc2csr, rowptr;        // backward_x only: weight permutation, destination degrees
   std::optional<at::Tensor> weight;  // contiguous, forward CSR order, float32 (float64 features)
+  std::optional<at::Tensor> bias;    // forward only: [F], contiguous, the dtype of dense
   at::Tensor dense;                  // x [cols, F] (feature stride 1) or grad_out (contiguous)
   cpu::PropagateReduce reduce;
   at::Tensor out;                    // [rows, F], contiguous

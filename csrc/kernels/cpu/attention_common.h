@@ -13,7 +13,9 @@
 // Backward, with g = grad_out[i,h,:] and drop_p the dropout multiplier:
 //   d_alpha~_p = g . value_p (+ grad_alpha when the alpha output is alpha~),
 //   d_alpha_p  = d_alpha~_p * drop_p (+ grad_alpha when the alpha output is alpha before dropout),
-//   D_i = sum_p alpha_p d_alpha_p,  ds_p = alpha_p (d_alpha_p - D_i).
+//   D_i = sum_p alpha_p d_alpha_p / sum_p alpha_p,  ds_p = alpha_p (d_alpha_p - D_i).
+// (sum_p alpha_p is 1 up to the rounding of lse; normalising by it keeps the destination gradient,
+// an almost exactly cancelling sum for GAT, free of a term proportional to that rounding.)
 // It runs three passes, each output element owned by one thread (no atomics, deterministic):
 //   1. CSR rows: ds_p and alpha~_p into [E', H] scratch (CSR order), destination-side gradients.
 //   2. transposed CSR (colptr, row, csc2csr): source-side gradients.
@@ -172,7 +174,7 @@ void attention_backward(const AttentionGraph<index_t>& g, const AttentionConfig&
       std::fill(dst.begin(), dst.end(), acc(0));
       for (int64_t h = 0; h < H; ++h) {
         load_row(grad_out + (i * H + h) * C, C, gh.data());
-        acc D = 0;
+        acc D = 0, A = 0;
         for (int64_t k = 0; k < deg; ++k) {
           const int64_t p = begin + k, e = g.eid[p];
           v.prepare(i, g.col[p], e, h, eh);
@@ -185,7 +187,9 @@ void attention_backward(const AttentionGraph<index_t>& g, const AttentionConfig&
           ds[p * H + h] = alpha;
           alpha_t[p * H + h] = alpha * drop;
           D += alpha * da;
+          A += alpha;
         }
+        if (A > acc(0)) D /= A;
         for (int64_t k = 0; k < deg; ++k) {
           const int64_t p = begin + k;
           const acc s = ds[p * H + h] * (d_alpha[k] - D);

@@ -17,7 +17,7 @@ double row_scale(const index_t* rowptr, int64_t i, PropagateReduce reduce) {
 template <typename T, typename index_t>
 void propagate_forward(const index_t* rowptr, const index_t* col, const acc_t<T>* weight,
                        const T* x, int64_t x_stride, int64_t num_dst, int64_t F,
-                       PropagateReduce reduce, T* out) {
+                       PropagateReduce reduce, const T* bias, T* out) {
   using acc = acc_t<T>;
   parallel_for(0, num_dst, 64, [&](int64_t lo, int64_t hi) {
     std::vector<acc> sum(F);
@@ -29,7 +29,8 @@ void propagate_forward(const index_t* rowptr, const index_t* col, const acc_t<T>
         for (int64_t f = 0; f < F; ++f) sum[f] += w * load(xj + f);
       }
       const acc scale = acc(row_scale(rowptr, i, reduce));
-      for (int64_t f = 0; f < F; ++f) store(out + i * F + f, sum[f] * scale);
+      for (int64_t f = 0; f < F; ++f)
+        store(out + i * F + f, sum[f] * scale + (bias ? load(bias + f) : acc(0)));
     }
   });
 }
@@ -77,7 +78,7 @@ void propagate_backward_weight(const index_t* rowptr, const index_t* col, const 
 #define IOGNN_PROPAGATE(T, index_t)                                                                \
   template void propagate_forward<T, index_t>(const index_t*, const index_t*, const acc_t<T>*,     \
                                               const T*, int64_t, int64_t, int64_t,                 \
-                                              PropagateReduce, T*);                                \
+                                              PropagateReduce, const T*, T*);                      \
   template void propagate_backward_x<T, index_t>(const index_t*, const index_t*, const index_t*,   \
                                                  const index_t*, const acc_t<T>*, const T*,        \
                                                  int64_t, int64_t, PropagateReduce, T*);           \

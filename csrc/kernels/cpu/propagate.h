@@ -2,6 +2,7 @@
 //
 //   out[i, :] = sum_{p in row i} w[p] * x[col[p], :]          (reduce = sum)
 //   out[i, :] = (1 / deg(i)) * sum_{p in row i} w[p] * x[...]  (reduce = mean; 0 for an empty row)
+//   ... + bias[:]                                             (optional, fused: a layer's bias)
 //
 // w is an optional per-CSR-position weight (nullptr means 1) stored in the accumulation type
 // (fp32 for fp16/bf16/fp32 features, fp64 for fp64). GCN normalisation is a weight computed once per
@@ -20,7 +21,7 @@ enum class PropagateReduce : int { kSum = 0, kMean = 1 };
 template <typename T, typename index_t>
 void propagate_forward(const index_t* rowptr, const index_t* col, const acc_t<T>* weight,
                        const T* x, int64_t x_stride, int64_t num_dst, int64_t F,
-                       PropagateReduce reduce, T* out);
+                       PropagateReduce reduce, const T* bias, T* out);
 
 // grad_x = A^T grad_out, gathered over the transposed CSR (no atomics).
 template <typename T, typename index_t>

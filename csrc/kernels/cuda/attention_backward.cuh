@@ -4,12 +4,17 @@
 // With g = grad_out[i, h], drop_p the dropout multiplier and ga_p = grad_alpha[e_p, h]:
 //   da_p = (g . value_p + ga_p) drop_p   (alpha output after dropout: GAT, GATv2)
 //        =  g . value_p drop_p + ga_p    (alpha output before dropout: Transformer)
-//   D_i  = sum_p alpha_p da_p,   ds_p = alpha_p (da_p - D_i),   alpha~_p = alpha_p drop_p.
+//   D_i  = sum_p alpha_p da_p / A_i (A_i = sum_p alpha_p),  ds_p = alpha_p (da_p - D_i),
+//   alpha~_p = alpha_p drop_p.
+// A_i is 1 up to the rounding of the forward's lse (a relative 1e-6 to 1e-5 on a hub row).
+// Normalising D_i by it keeps the destination gradient sum_p ds_p w_p free of a term
+// proportional to that rounding: GAT's w_p is a LeakyReLU slope, so on a row whose logits share
+// a sign that gradient is an almost exactly cancelling sum, which the term would swamp.
 // Pass 1 (destination rows, CSR; items (row, head, tile); heavy rows chunked like the forward and
 // their chunks' states folded by dst_merge_kernel):
 //   recomputes s_p, alpha_p and da_p, stores alpha_p and da_p ([E', H] scalars, CSR order), and
-//   accumulates D_i and, centred on the running mean of da (DstState), the destination gradient
-//   sum_p ds_p w_p (w = d s / d dst), all in the same single pass.
+//   accumulates D_i (the alpha-weighted mean of da) and, centred on it (DstState), the destination
+//   gradient sum_p ds_p w_p (w = d s / d dst), all in the same single pass.
 // Pass 2 (sources over the transposed CSR colptr / row / csc2csr; heavy sources chunked): the
 //   source gradients from ds_p = alpha_p (da_p - D_i) and alpha~_p: a gather, no atomics.
 //   GATv2's att gradient sum_p ds_p LeakyReLU(z_p) is summed here too, from the z_p pass 2 forms
@@ -73,10 +78,10 @@ struct BackwardArgs {
   acc* att_partial;     // GATv2 in pass 2: [src_rows_kernel blocks, H * C], else null
 };
 
-// Widths of the per-chunk partials of pass 1 ([D, A, M, S, X]) and pass 2 (source gradient).
+// Widths of the per-chunk partials of pass 1 ([A, M, S, X]) and pass 2 (source gradient).
 template <class V>
 __host__ __device__ int64_t dst_width(int64_t C) {
-  return 3 + 2 * (V::kChannelScore ? C : 1);
+  return 2 + 2 * (V::kChannelScore ? C : 1);
 }
 template <class V>
 __host__ __device__ int64_t src_width(int64_t C) {
@@ -101,25 +106,24 @@ __device__ __forceinline__ void edge_grads(const BackwardArgs<V, index_t>& a, in
 
 // ---- pass 1 ----------------------------------------------------------------------------------
 // Destination state of (i, h) over a set of in-edges, with w_p = d s_p / d dst (slots, or GAT's
-// scalar): D = sum alpha da, A = sum alpha, M = sum alpha da / A (the alpha-weighted mean of da),
+// scalar): A = sum alpha, M = sum alpha da / A (the alpha-weighted mean of da, D_i),
 // X = sum alpha w and S = sum alpha (da - M) w, kept centred on M as edges or chunks are folded in
-// (Welford's update), so the gradient sum_p alpha_p (da_p - D) w_p = S + (M - D) X involves no
-// cancellation between large sums even when one edge dominates the softmax.
+// (Welford's update), so the gradient sum_p alpha_p (da_p - M) w_p = S involves no cancellation
+// between large sums even when one edge dominates the softmax.
 template <class V>
 struct DstState {
   using acc = typename V::acc;
   using S = typename V::S;
-  acc D, A, M;
+  acc A, M;
   S s, x;      // channel variants
   acc s1, x1;  // GAT
   __device__ void init() {
-    D = A = M = s1 = x1 = acc(0);
+    A = M = s1 = x1 = acc(0);
     s.zero();
     x.zero();
   }
   // Folds in a state with A2 = sum alpha, M2, S (s2 / s1_2) and X (x2 / x1_2) of other edges.
-  __device__ void merge(acc D2, acc A2, acc M2, const S& s2, const S& x2, acc s1_2, acc x1_2) {
-    D += D2;
+  __device__ void merge(acc A2, acc M2, const S& s2, const S& x2, acc s1_2, acc x1_2) {
     if (A2 == acc(0)) return;  // only zero weights: nothing else changes
     const acc A_new = A + A2;
     const acc M_new = M + (A2 / A_new) * (M2 - M);
@@ -148,14 +152,8 @@ struct DstState {
     for (int k = 0; k < S::kN; ++k)
 #pragma unroll
       for (int v = 0; v < V::kVec; ++v) x2.v[k][v] *= alpha;
-    merge(alpha * da, alpha, da, s2, x2, acc(0), alpha * dw);
+    merge(alpha, da, s2, x2, acc(0), alpha * dw);
   }
-  __device__ S grad() const {
-    S g = s;
-    add_scaled(g, x, M - D);
-    return g;
-  }
-  __device__ acc grad_scalar() const { return s1 + (M - D) * x1; }
 };
 
 template <bool kTiled, class V, typename index_t>
@@ -197,22 +195,21 @@ __device__ void dst_range(const BackwardArgs<V, index_t>& a, const GroupLane& g,
   else dst_edges<true>(a, g, i, h, pb, pe, state);
 }
 
-// Partial layout of a chunk: [D, A, M, S (C, or 1 for GAT), X (C, or 1)].
+// Partial layout of a chunk: [A, M, S (C, or 1 for GAT), X (C, or 1)].
 template <class V>
 __device__ void store_dst_partial(typename V::acc* slot, int64_t C, const GroupLane& g,
                                   const DstState<V>& state) {
   if (g.gl == 0 && g.tile == 0) {
-    slot[0] = state.D;
-    slot[1] = state.A;
-    slot[2] = state.M;
+    slot[0] = state.A;
+    slot[1] = state.M;
     if (!V::kChannelScore) {
-      slot[3] = state.s1;
-      slot[4] = state.x1;
+      slot[2] = state.s1;
+      slot[3] = state.x1;
     }
   }
   if (V::kChannelScore) {
-    store_partial(slot + 3, g, state.s);
-    store_partial(slot + 3 + C, g, state.x);
+    store_partial(slot + 2, g, state.s);
+    store_partial(slot + 2 + C, g, state.x);
   }
 }
 
@@ -221,11 +218,11 @@ __device__ void merge_dst_partial(const typename V::acc* slot, int64_t C, const 
                                   DstState<V>& state) {
   typename V::S s2, x2;
   if constexpr (V::kChannelScore) {
-    load_partial(slot + 3, g, s2);
-    load_partial(slot + 3 + C, g, x2);
-    state.merge(slot[0], slot[1], slot[2], s2, x2, 0, 0);
+    load_partial(slot + 2, g, s2);
+    load_partial(slot + 2 + C, g, x2);
+    state.merge(slot[0], slot[1], s2, x2, 0, 0);
   } else {
-    state.merge(slot[0], slot[1], slot[2], s2, x2, slot[3], slot[4]);
+    state.merge(slot[0], slot[1], s2, x2, slot[2], slot[3]);
   }
 }
 
@@ -251,8 +248,8 @@ __global__ void __launch_bounds__(kThreads, min_blocks<V, Pass::kDst>())
 template <class V, typename index_t>
 __device__ void finish_dst(const BackwardArgs<V, index_t>& a, const GroupLane& g, int64_t i,
                            int64_t h, const DstState<V>& state) {
-  if (g.gl == 0 && g.tile == 0) a.dsum[i * a.cfg.heads + h] = state.D;
-  a.v.store_dst_grad(i, h, g, state.grad(), state.grad_scalar());
+  if (g.gl == 0 && g.tile == 0) a.dsum[i * a.cfg.heads + h] = state.M;
+  a.v.store_dst_grad(i, h, g, state.s, state.s1);
 }
 
 // Light rows of pass 1 (heavy rows: dst_merge_kernel).

@@ -1,7 +1,7 @@
 // Propagate (SpMM family), CUDA kernels: the device twins of kernels/cpu/propagate.h, on raw device
 // pointers and a stream (torch-free). Same contracts as the host kernels:
 //
-//   forward:          out[i, :] = scale_i * sum_{p in row i} w[p] * x[col[p], :]
+//   forward:          out[i, :] = scale_i * sum_{p in row i} w[p] * x[col[p], :] (+ bias[:])
 //   backward_x:       grad_x[j, :] = sum_{q in column j} scale_{row[q]} * w[csc2csr[q]] * grad_out[row[q], :]
 //   backward_weight:  grad_w[p] = scale_i * <grad_out[i, :], x[col[p], :]>
 //
@@ -59,11 +59,12 @@ struct RowSchedule {
 inline int64_t propagate_partials_size(const RowSchedule& s, int64_t F) { return s.num_segments * F; }
 
 // out [num_dst, F]. partials: propagate_partials_size(schedule, F) elements (nullptr when 0).
+// bias [F] (nullable) is added to every row, in the accumulation type before the one rounding.
 template <typename T, typename index_t>
 void propagate_forward(const index_t* rowptr, const index_t* col, const acc_t<T>* weight,
                        const T* x, int64_t x_stride, int64_t num_dst, int64_t F,
                        PropagateReduce reduce, const RowSchedule& schedule, acc_t<T>* partials,
-                       T* out, cudaStream_t stream);
+                       const T* bias, T* out, cudaStream_t stream);
 
 // grad_x [num_src, F], gathered over the transposed CSR (colptr, row); schedule is colptr's.
 template <typename T, typename index_t>

@@ -14,6 +14,7 @@
 //   block's groups take fixed contiguous sub-ranges, and (gather only) their sums are merged in
 //   group order through shared memory into partials[segment]; merge_segments_kernel then adds the
 //   segments of each heavy row in order and applies the row scale.
+// The forward's epilogue also adds the optional bias (a layer's, fused: no extra pass over out).
 // No atomics anywhere: every result is produced in a fixed order, bit-identical run to run.
 #pragma once
 
@@ -43,19 +44,24 @@ __device__ __forceinline__ int64_t load_index(const I* p) {
 // factor() is asked only after the gathers of a batch are issued, so that its own loads (and
 // the division of mean) overlap with them.
 
-// Forward: source col[p], factor w[p]; the 1/deg of mean is applied once to the row's sum.
+// Forward: source col[p], factor w[p]; the 1/deg of mean is applied once to the row's sum, then
+// the bias added.
 template <typename T, typename I>
 struct ForwardEdges {
   using acc = acc_t<T>;
   const I* col;
   const acc* weight;  // nullable
   bool mean;
+  const T* bias;  // nullable, [F]
   __device__ __forceinline__ int64_t source(int64_t p) const { return load_index(col + p); }
   __device__ __forceinline__ acc factor(int64_t p, int64_t) const {
     return weight ? __ldg(weight + p) : acc(1);
   }
   __device__ __forceinline__ acc row_scale(int64_t deg) const {
     return mean && deg > 0 ? acc(1) / acc(deg) : acc(1);
+  }
+  __device__ __forceinline__ acc finish(acc sum, acc scale, int64_t f) const {
+    return bias ? sum * scale + to_acc(bias[f]) : sum * scale;
   }
 };
 
@@ -77,6 +83,7 @@ struct BackwardXEdges {
     return w;
   }
   __device__ __forceinline__ acc row_scale(int64_t) const { return acc(1); }
+  __device__ __forceinline__ acc finish(acc sum, acc, int64_t) const { return sum; }
 };
 
 // ---- lanes over features ----------------------------------------------------------------------
@@ -161,7 +168,7 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks)
   gather_range<T, V>(edges, x + f0, x_stride, begin, end, sum);
   const acc scale = edges.row_scale(end - begin);
 #pragma unroll
-  for (int k = 0; k < V; ++k) sum[k] *= scale;
+  for (int k = 0; k < V; ++k) sum[k] = edges.finish(sum[k], scale, f0 + k);
   store_acc<T, V>(out + row * F + f0, sum);
 }
 
@@ -197,7 +204,8 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks)
   }
 }
 
-// One thread per (heavy row, feature): out = row_scale * (sum of the row's segments, in order).
+// One thread per (heavy row, feature): out = row_scale * (sum of the row's segments, in order)
+// (+ the forward's bias).
 template <typename T, typename I, class Edges>
 __global__ void __launch_bounds__(kMergeBlock)
     merge_segments_kernel(RowSchedule sched, const I* __restrict__ offsets, Edges edges,
@@ -212,7 +220,7 @@ __global__ void __launch_bounds__(kMergeBlock)
 #pragma unroll 4
   for (int64_t s = sched.segment_ptr[h]; s < s_end; ++s) total += partials[s * F + f];
   const int64_t deg = load_index(offsets + row + 1) - load_index(offsets + row);
-  out[row * F + f] = from_acc<T>(total * edges.row_scale(deg));
+  out[row * F + f] = from_acc<T>(edges.finish(total, edges.row_scale(deg), f));
 }
 
 template <typename T, typename I, int V, class Edges>
@@ -386,9 +394,9 @@ template <typename T, typename index_t>
 void propagate_forward(const index_t* rowptr, const index_t* col, const acc_t<T>* weight,
                        const T* x, int64_t x_stride, int64_t num_dst, int64_t F,
                        PropagateReduce reduce, const RowSchedule& schedule, acc_t<T>* partials,
-                       T* out, cudaStream_t stream) {
+                       const T* bias, T* out, cudaStream_t stream) {
   using namespace propagate_detail;
-  const ForwardEdges<T, index_t> edges{col, weight, reduce == PropagateReduce::kMean};
+  const ForwardEdges<T, index_t> edges{col, weight, reduce == PropagateReduce::kMean, bias};
   launch_gather<T, index_t>(rowptr, edges, x, x_stride, num_dst, F, schedule, partials, out,
                             stream);
 }
@@ -428,7 +436,7 @@ void propagate_backward_weight(const index_t* rowptr, const index_t* col, const 
 #define IOGNN_CUDA_PROPAGATE_INSTANTIATE_INDEX(T, I)                                               \
   template void propagate_forward<T, I>(const I*, const I*, const acc_t<T>*, const T*, int64_t,    \
                                         int64_t, int64_t, PropagateReduce, const RowSchedule&,     \
-                                        acc_t<T>*, T*, cudaStream_t);                              \
+                                        acc_t<T>*, const T*, T*, cudaStream_t);                    \
   template void propagate_backward_x<T, I>(const I*, const I*, const I*, const I*,                 \
                                            const acc_t<T>*, const T*, int64_t, int64_t,            \
                                            PropagateReduce, const RowSchedule&, acc_t<T>*, T*,     \

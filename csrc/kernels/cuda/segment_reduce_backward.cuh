@@ -21,9 +21,9 @@ namespace sr {
 //   a = g_sum + g_mean / deg_i,   b = 2 g_var / deg_i + g_std / (deg_i std_i)  (std_i > 0, else 0).
 // a is only tabulated when sum and mean are both requested; a single one of them is read straight
 // from grad_out (mean scaled by 1 / deg_i). (2) The schedule's gather over the transposed CSR,
-// one sweep per part (linear, min, max), each taking a batch of out-edges at a time with every
-// unconditional load of the batch (a or g, b, mean, the min / max results) issued before any is
-// used, then the min / max gradients and tie counts of the edges holding a result
+// one sweep per part (linear; min and max together), each taking a batch of out-edges at a time
+// with every unconditional load of the batch (a or g, b, mean, the min / max results) issued
+// before any is used, then the min / max gradients and tie counts of the edges holding a result
 // (segment_extremum.h), also issued together. So a batch costs one or two dependent memory round
 // trips per part, instead of one per reduction and edge.
 struct BackwardTable {
@@ -165,42 +165,52 @@ struct BackwardOp {
     for (int e = 0; e < VEC; ++e) s.sum[e] = acc(0);
   }
 
-  // The min (or max) gradient of U edges: which lane-features hold the result o, then the
-  // gradients and tie counts of the edges with any such feature, all loads issued at once.
-  template <int VEC, int U>
-  __device__ void add_extremum(State<VEC>& s, const acc (&xj)[VEC], const int64_t (&i)[U],
-                               const bool (&ok)[U], int slot, const index_t* count,
-                               int64_t f0) const {
-    Pack<T, VEC> o[U];
+  // The min and / or max gradients of U edges (NS = 1 or 2 reductions, slots slot[], tie counts
+  // count[]): which lane-features hold each result o, then the gradients and tie counts of the
+  // (edge, reduction) pairs with any such feature. Every load of a stage is issued before any is
+  // used, for both reductions at once: min and max together cost the round trips of one.
+  template <int VEC, int U, int NS>
+  __device__ void add_extrema(State<VEC>& s, const acc (&xj)[VEC], const int64_t (&i)[U],
+                              const bool (&ok)[U], const int (&slot)[NS],
+                              const index_t* const (&count)[NS], int64_t f0) const {
+    Pack<T, VEC> o[NS][U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) o[u] = load_pack<T, VEC>(out + (i[u] * K + slot) * F + f0);
-    bool hit[U];
+    for (int r = 0; r < NS; ++r)
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      hit[u] = false;
+      for (int u = 0; u < U; ++u) o[r][u] = load_pack<T, VEC>(out + (i[u] * K + slot[r]) * F + f0);
+    bool hit[NS][U];
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) hit[u] |= extremum_receives(xj[e], to_acc(o[u].v[e]));
-      hit[u] &= ok[u];
-    }
-    Pack<T, VEC> g[U];
-    index_t c[U][VEC];
+    for (int r = 0; r < NS; ++r)
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      if (!hit[u]) continue;
-      g[u] = load_pack<T, VEC>(grad_out + (i[u] * K + slot) * F + f0);
+      for (int u = 0; u < U; ++u) {
+        hit[r][u] = false;
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) c[u][e] = __ldg(count + i[u] * F + f0 + e);
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      if (!hit[u]) continue;
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        const acc oe = to_acc(o[u].v[e]);
-        if (extremum_receives(xj[e], oe))
-          s.sum[e] += extremum_share(oe, acc(c[u][e]), to_acc(g[u].v[e]));
+        for (int e = 0; e < VEC; ++e) hit[r][u] |= extremum_receives(xj[e], to_acc(o[r][u].v[e]));
+        hit[r][u] &= ok[u];
       }
-    }
+    Pack<T, VEC> g[NS][U];
+    index_t c[NS][U][VEC];
+#pragma unroll
+    for (int r = 0; r < NS; ++r)
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (!hit[r][u]) continue;
+        g[r][u] = load_pack<T, VEC>(grad_out + (i[u] * K + slot[r]) * F + f0);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) c[r][u][e] = __ldg(count[r] + i[u] * F + f0 + e);
+      }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int r = 0; r < NS; ++r) {
+        if (!hit[r][u]) continue;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const acc oe = to_acc(o[r][u].v[e]);
+          if (extremum_receives(xj[e], oe))
+            s.sum[e] += extremum_share(oe, acc(c[r][u][e]), to_acc(g[r][u].v[e]));
+        }
+      }
   }
 
   // The linear part of U edges: a (or one grad_out slot), then b * (x_j - mean).
@@ -254,9 +264,9 @@ struct BackwardOp {
     }
   }
 
-  // Folds source j's out-edges [begin, end): one sweep per part (linear, min, max), so that a
-  // sweep's registers only hold its own loads; the sweeps after the first find the indices in
-  // cache. Each feature's sum runs in a fixed order: deterministic.
+  // Folds source j's out-edges [begin, end): one sweep for the linear part, one for min and / or
+  // max, so that a sweep's registers only hold its own loads; the second sweep finds the indices
+  // in cache. Each feature's sum runs in a fixed order: deterministic.
   template <int VEC>
   __device__ void accumulate(State<VEC>& s, int64_t j, int64_t begin, int64_t end,
                              int64_t f0) const {
@@ -274,14 +284,21 @@ struct BackwardOp {
       for_edge_batches<L>(begin, end, [&](const int64_t(&i)[L], const bool(&ok)[L]) {
         add_linear<VEC, L>(s, xj, i, ok, f0);
       });
-    if (slots.min >= 0)
-      for_edge_batches<X>(begin, end, [&](const int64_t(&i)[X], const bool(&ok)[X]) {
-        add_extremum<VEC, X>(s, xj, i, ok, slots.min, count_min, f0);
+    if (slots.min >= 0 && slots.max >= 0) {
+      // Both: half the edges per batch, so the loads in flight stay those of one reduction.
+      constexpr int X2 = X > 1 ? X / 2 : 1;
+      const int both[2] = {slots.min, slots.max};
+      const index_t* const counts[2] = {count_min, count_max};
+      for_edge_batches<X2>(begin, end, [&](const int64_t(&i)[X2], const bool(&ok)[X2]) {
+        add_extrema<VEC, X2, 2>(s, xj, i, ok, both, counts, f0);
       });
-    if (slots.max >= 0)
+    } else if (slots.min >= 0 || slots.max >= 0) {
+      const int one[1] = {slots.min >= 0 ? slots.min : slots.max};
+      const index_t* const counts[1] = {slots.min >= 0 ? count_min : count_max};
       for_edge_batches<X>(begin, end, [&](const int64_t(&i)[X], const bool(&ok)[X]) {
-        add_extremum<VEC, X>(s, xj, i, ok, slots.max, count_max, f0);
+        add_extrema<VEC, X, 1>(s, xj, i, ok, one, counts, f0);
       });
+    }
   }
 
   template <int VEC>

@@ -1,11 +1,12 @@
 """Propagate (SpMM family): weighted sum / mean over in-edges and GCN normalisation.
 
-``propagate(graph, x, edge_weight, reduce)`` computes, for every destination i,
+``propagate(graph, x, edge_weight, reduce, bias)`` computes, for every destination i,
 ``out[i] = sum_{(j -> i)} w_ji * x[j]`` (``reduce='sum'``) or that sum divided by the in-degree of i
-(``reduce='mean'``; 0 for a node without in-edges). Duplicate edges count separately. Edge weights
-are given in the graph's augmented edge order and are kept in fp32 (fp64 for fp64 features).
-Backward: ``grad_x = A^T grad_out`` over the transposed CSR (deterministic, no atomics) and
-``grad_w`` by a sampled dense-dense product. On CUDA the two gathers run on iognn's kernels or on
+(``reduce='mean'``; 0 for a node without in-edges), plus ``bias`` when given (fused into the same
+pass: a layer's bias costs no extra read and write of the output). Duplicate edges count
+separately. Edge weights are given in the graph's augmented edge order and are kept in fp32 (fp64
+for fp64 features). Backward: ``grad_x = A^T grad_out`` over the transposed CSR (deterministic, no
+atomics), ``grad_w`` by a sampled dense-dense product and ``grad_bias = grad_out.sum(0)``. On CUDA the two gathers run on iognn's kernels or on
 cuSPARSE as ``IOGNN_PROPAGATE_BACKEND`` and the graph's plan say (``iognn.ops.propagate_plan``).
 """
 from __future__ import annotations
@@ -21,14 +22,17 @@ from .propagate_plan import record_plans, seed_plans
 _REDUCES = ("sum", "mean")
 
 
-def propagate(graph, x: Tensor, edge_weight: Optional[Tensor] = None, reduce: str = "sum") -> Tensor:
-    """Message passing ``out = A x`` (sum) or ``D^-1 A x`` (mean) over ``graph``.
+def propagate(graph, x: Tensor, edge_weight: Optional[Tensor] = None, reduce: str = "sum",
+              bias: Optional[Tensor] = None) -> Tensor:
+    """Message passing ``out = A x + b`` (sum) or ``D^-1 A x + b`` (mean) over ``graph``.
 
     Args:
         graph: an :class:`iognn.Graph`.
         x: source features ``[num_src_nodes, F]``.
         edge_weight: optional ``[num_edges]`` weights in augmented edge order.
         reduce: ``'sum'`` or ``'mean'``.
+        bias: optional ``[F]`` in the dtype of ``x``, added to every output row (rows without
+            in-edges included).
     Returns:
         ``[num_dst_nodes, F]`` in the dtype of ``x``.
     """
@@ -44,7 +48,7 @@ def propagate(graph, x: Tensor, edge_weight: Optional[Tensor] = None, reduce: st
         w = graph.csr_edge_values(edge_weight.to(acc_dtype(x.dtype)))
     seed_plans(graph, x)
     out = torch.ops.iognn.propagate(graph.rowptr, graph.col, graph.colptr, graph.row,
-                                    graph.csc2csr, w, x, reduce)
+                                    graph.csc2csr, w, x, reduce, bias)
     record_plans(graph, x)
     return out
 
@@ -67,7 +71,7 @@ def gcn_norm(graph, edge_weight: Optional[Tensor] = None, dtype: torch.dtype = t
 
 # ---- registration: fake kernels and autograd -------------------------------------------------
 @torch.library.register_fake("iognn::propagate")
-def _propagate_fake(rowptr, col, colptr, row, csc2csr, weight, x, reduce):
+def _propagate_fake(rowptr, col, colptr, row, csc2csr, weight, x, reduce, bias=None):
     return x.new_empty(rowptr.size(0) - 1, x.size(1))
 
 
@@ -82,21 +86,25 @@ def _propagate_backward_weight_fake(rowptr, col, grad_out, x, reduce):
 
 
 def _setup_context(ctx, inputs, output):
-    rowptr, col, colptr, row, csc2csr, weight, x, reduce = inputs
+    rowptr, col, colptr, row, csc2csr, weight, x, reduce, _ = inputs
     ctx.reduce = reduce
-    ctx.save_for_backward(rowptr, col, colptr, row, csc2csr, weight, x)
+    # x only feeds grad_w: not kept alive (one [N, F] activation) when the weights need no grad.
+    keep_x = weight is not None and ctx.needs_input_grad[5]
+    ctx.save_for_backward(rowptr, col, colptr, row, csc2csr, weight, x if keep_x else None)
 
 
 def _backward(ctx, grad_out):
     rowptr, col, colptr, row, csc2csr, weight, x = ctx.saved_tensors
-    grad_x = grad_w = None
+    grad_x = grad_w = grad_bias = None
     grad_out = grad_out.contiguous()
     if ctx.needs_input_grad[6]:
         grad_x = torch.ops.iognn.propagate_backward_x(colptr, row, csc2csr, rowptr, weight,
                                                       grad_out, ctx.reduce)
     if weight is not None and ctx.needs_input_grad[5]:
         grad_w = torch.ops.iognn.propagate_backward_weight(rowptr, col, grad_out, x, ctx.reduce)
-    return None, None, None, None, None, grad_w, grad_x, None
+    if len(ctx.needs_input_grad) > 8 and ctx.needs_input_grad[8]:  # (a bias left out: 8 inputs)
+        grad_bias = grad_out.sum(0)
+    return None, None, None, None, None, grad_w, grad_x, None, grad_bias
 
 
 torch.library.register_autograd("iognn::propagate", _backward, setup_context=_setup_context)

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from ...ops.propagate import propagate
+from .._amp import like
 from .._graph import messages_graph
 from ..aggr import MeanAggregation, SumAggregation, resolve_aggregation
 from ..aggr.base import aggregate_with
@@ -79,21 +80,26 @@ def reset_module(module) -> None:
             reset_module(child)
 
 
-def aggregate_weighted(aggr_module, graph, x: Tensor, weight: Optional[Tensor] = None) -> Tensor:
-    """``aggr_{j -> i} (w_ji * x_j)`` over the in-edges of every destination.
+def aggregate_weighted(aggr_module, graph, x: Tensor, weight: Optional[Tensor] = None,
+                       bias: Optional[Tensor] = None) -> Tensor:
+    """``aggr_{j -> i} (w_ji * x_j) + bias`` over the in-edges of every destination.
 
     ``weight`` (or None: all ones) is per edge in the graph's augmented order. Sum and mean run on
-    ``propagate`` (SpMM, weights in fp32); any other aggregation of weighted messages forms the
-    ``[E, F]`` messages and reduces them over the graph's MessageGraph.
+    ``propagate`` (SpMM, weights in fp32, the bias fused into its pass); any other aggregation of
+    weighted messages forms the ``[E, F]`` messages and reduces them over the graph's
+    MessageGraph, then adds the bias.
     """
+    bias = like(bias, x)
     if type(aggr_module) in (SumAggregation, MeanAggregation) and x.dim() == 2:
-        return propagate(graph, x, weight, aggr_module.reduce)
+        return propagate(graph, x, weight, aggr_module.reduce, bias)
     if weight is None:
-        return aggregate_with(aggr_module, graph, x)
-    messages = x.index_select(0, graph.col.long())
-    w = graph.csr_edge_values(weight).to(x.dtype)
-    messages = messages * w.view((-1,) + (1,) * (x.dim() - 1))
-    return aggregate_with(aggr_module, messages_graph(graph), messages)
+        out = aggregate_with(aggr_module, graph, x)
+    else:
+        messages = x.index_select(0, graph.col.long())
+        w = graph.csr_edge_values(weight).to(x.dtype)
+        messages = messages * w.view((-1,) + (1,) * (x.dim() - 1))
+        out = aggregate_with(aggr_module, messages_graph(graph), messages)
+    return out if bias is None else out + bias
 
 
 def check_edge_values(layer: str, name: str, values, graph, edge_dim: Optional[int] = None

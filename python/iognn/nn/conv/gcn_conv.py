@@ -25,7 +25,6 @@ from torch.nn import Parameter
 from ...graph import Graph, SelfLoops
 from ...ops._checks import acc_dtype
 from ...ops.propagate import gcn_norm
-from .._amp import like
 from .._graph import (cached_graph, cached_on, edge_graph, is_sparse, sparse_graph, sparse_input,
                       weighted_adjacency)
 from ..linear import Linear
@@ -142,10 +141,7 @@ class GCNConv(torch.nn.Module):
                              "layer does not support bipartite message passing. Please try other "
                              "layers such as 'SAGEConv' or 'GraphConv' instead")
         graph, weight = self._normalised_graph(x, edge_index, edge_weight)
-        out = aggregate_weighted(self.aggr_module, graph, self.lin(x), weight)
-        if self.bias is not None:
-            out = out + like(self.bias, out)
-        return out
+        return aggregate_weighted(self.aggr_module, graph, self.lin(x), weight, self.bias)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"
