@@ -7,10 +7,14 @@ gradient of every input and parameter,
   bipartite, int32, strided) and every layer variant of test_nn_basic.py;
 - fp32, every head dim C in {1, 8, 16, 24, 32, 64, 128, 256};
 - fp32, a 200,000-in-edge hub and a graph of 10^6 isolated nodes;
-- fp32 on a 200,000-node power-law graph (hubs), fp32 / fp16 / bf16 on a random graph: against PyG
-  in fp64 on the GPU, iognn's relative error must stay within twice PyG's own (on CUDA, in the same
-  dtype) plus a floor (4 eps in fp16 / bf16, 1e-5 in fp32). A norm-wise criterion: a LeakyReLU logit within
-  rounding of 0 may fall on either side of the kink in either library.
+- fp32 on 200,000- and 1,000,000-node power-law graphs (hubs) and a grid, fp32 / fp16 / bf16 on a
+  random graph: against PyG in fp64 on the GPU, iognn's norm-wise relative error must stay within
+  twice PyG's own (on CUDA, in the same dtype) plus a floor (4 eps in fp16 / bf16, 1e-5 in fp32).
+  Each element's error is first reduced by how far the fp64 reference moves under rounding-sized
+  perturbations of the inputs and weights (fuzz.rounding_perturbation): among 10^8 GAT logits a
+  few lie within rounding of LeakyReLU's kink and may fall on either side of it in either library,
+  moving a row's gradient by a large fraction (seen: GATConv H=8, C=16 on the 1M-node graph, grad x
+  rows with 9% error next to a logit of relative size < 1e-7).
 """
 import copy
 
@@ -18,6 +22,7 @@ import pytest
 import torch
 
 from conftest import random_edge_index, sizes, tolerance
+from fuzz import rounding_perturbation
 from iognn.bench.graphs import load_graph
 from test_nn_basic import (ATTENTION_CASES, GAT_VARIANTS, TRANSFORMER_VARIANTS, assert_parity,
                            assert_same_alpha, attention_run, make_pair)
@@ -104,17 +109,35 @@ def test_million_isolated_nodes_match_pyg_cuda(name):
     check_layer(name, {"heads": 2}, edge_index, 1_000_000, channels=4, out_channels=8)
 
 
-def relative_errors(layer, x, edge_index, edge_attr, grad, reference):
-    """|result - reference| / |reference| (Frobenius) for the output and every gradient."""
+def results(layer, x, edge_index, edge_attr, grad):
+    """[output, grad x, grad edge_attr, grads of the parameters in name order]."""
     leaves = [t.detach().requires_grad_() for t in (x, edge_attr)]
     out = layer(leaves[0], edge_index, leaves[1])
     params = [p for _, p in sorted(layer.named_parameters())]
-    grads = torch.autograd.grad(out, leaves + params, grad.to(out.dtype))
+    return [out] + list(torch.autograd.grad(out, leaves + params, grad.to(out.dtype)))
+
+
+def relative_errors(layer, x, edge_index, edge_attr, grad, reference, spread):
+    """|max(|result - reference| - spread, 0)| / |reference| (Frobenius) for the output and every
+    gradient: the error beyond the reference's own sensitivity to rounding."""
     errors = []
-    for got, exp in zip([out] + list(grads), reference):
-        exp = exp.detach().double()
-        errors.append(float((got.detach().double() - exp).norm() / exp.norm().clamp_min(1e-30)))
+    for got, exp, sp in zip(results(layer, x, edge_index, edge_attr, grad), reference, spread):
+        excess = ((got.detach().double() - exp).abs() - sp).clamp_min(0)
+        errors.append(float(excess.norm() / exp.norm().clamp_min(1e-30)))
     return errors
+
+
+def rounding_spread(ref_layer, x, edge_index, edge_attr, grad, reference, dtype):
+    """Per element, the sum over both signs of |reference under rounding_perturbation - reference|
+    (zeros for TransformerConv: no kink)."""
+    spread = [torch.zeros_like(r) for r in reference]
+    if "Transformer" in type(ref_layer).__name__:
+        return spread
+    for sign in (1.0, -1.0):
+        layer, t = rounding_perturbation(ref_layer, {"x": x, "ea": edge_attr}, dtype, sign, seed=7)
+        for s, got, exp in zip(spread, results(layer, t["x"], edge_index, t["ea"], grad), reference):
+            s += (got.detach() - exp).abs()
+    return spread
 
 
 # Relative errors below these count as exact in the dtype whatever PyG's own (4 eps in 16 bits; in
@@ -148,15 +171,13 @@ def test_as_accurate_as_pyg_cuda(name, dtype, graph, H, C):
     ref_layer = copy.deepcopy(theirs).to("cuda", torch.float64)
     x = torch.randn(N, 32, generator=gen, device="cuda").to(dtype)
     ea = torch.randn(edge_index.size(1), 3, generator=gen, device="cuda").to(dtype)
-    ref_leaves = [x.double().requires_grad_(), ea.double().requires_grad_()]
-    ref_out = ref_layer(ref_leaves[0], edge_index, ref_leaves[1])
-    grad = torch.randn(ref_out.shape, generator=gen, device="cuda", dtype=torch.float64)
-    params = [p for _, p in sorted(ref_layer.named_parameters())]
-    reference = [ref_out] + list(torch.autograd.grad(ref_out, ref_leaves + params, grad))
+    grad = torch.randn((N, H * C), generator=gen, device="cuda", dtype=torch.float64)
+    reference = [r.detach() for r in results(ref_layer, x.double(), edge_index, ea.double(), grad)]
+    spread = rounding_spread(ref_layer, x, edge_index, ea, grad, reference, dtype)
     ours.to("cuda", dtype)
     ours.load_state_dict(theirs.state_dict())
     theirs.cuda()
-    args = (x, edge_index, ea, grad, reference)
+    args = (x, edge_index, ea, grad, reference, spread)
     got, pyg = relative_errors(ours, *args), relative_errors(theirs, *args)
     floor = FLOOR.get(dtype, 4 * torch.finfo(dtype).eps)
     labels = ["output", "grad x", "grad edge_attr"] + sorted(dict(ref_layer.named_parameters()))
