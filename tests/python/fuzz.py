@@ -431,33 +431,26 @@ def _widen(spread: Dict[str, torch.Tensor], other: Dict[str, Optional[torch.Tens
         spread[name] = spread[name] + delta if name in spread else delta
 
 
-def rounding_perturbation(layer: torch.nn.Module, tensors: Dict[str, torch.Tensor], dtype,
-                          sign: float, seed: int):
-    """(a copy of `layer`, `tensors`) in fp64 with every weight and tensor scaled by
-    (1 + sign * 4 eps * r), r a random +-1 pattern fixed by `seed` and eps the machine epsilon of
-    `dtype`. Where the reference's result moves under it, rounding at the dtype's scale can move
-    it too: a LeakyReLU logit of GAT / GATv2 within that distance of 0 may fall on either side of
-    the kink in iognn (logits x @ (W^T att)) and in PyG ((x W^T) . att), which changes the
-    gradients by (1 - negative_slope) times that edge's share."""
-    device = next(iter(tensors.values())).device
-    gen = torch.Generator(device=device).manual_seed(seed)
+def _perturbed(case: Case, theirs, inputs: Dict[str, torch.Tensor], dtype, sign: float):
+    """The fp64 reference's results with every input and weight scaled by (1 + sign * 4 eps * r),
+    r a fixed random +-1 pattern and eps the dtype's machine epsilon. Its distance to the
+    unperturbed reference measures how far rounding at the dtype's scale can move each result:
+    a LeakyReLU logit of GAT/GATv2 within that distance of 0 may fall on either side of the kink
+    in iognn (logits x @ (W^T att)) and in PyG ((x W^T) . att), and changes the gradients by
+    (1 - negative_slope) times that edge's share."""
+    gen = torch.Generator().manual_seed(case.seed + 3)
     scale = 4 * torch.finfo(dtype).eps
 
     def perturb(t: torch.Tensor) -> torch.Tensor:
-        r = torch.randint(0, 2, t.shape, generator=gen, device=device, dtype=torch.float64) * 2 - 1
+        r = torch.randint(0, 2, t.shape, generator=gen, dtype=torch.float64) * 2 - 1
         return t.double() * (1 + sign * scale * r)
 
-    layer = copy.deepcopy(layer).to(device, torch.float64)
+    layer = copy.deepcopy(theirs)
     with torch.no_grad():
         for p in layer.parameters():
             p.copy_(perturb(p))
-    return layer, {k: perturb(v) for k, v in tensors.items()}
-
-
-def _perturbed(case: Case, theirs, inputs: Dict[str, torch.Tensor], dtype, sign: float):
-    """The fp64 reference's results under ``rounding_perturbation``."""
-    layer, perturbed = rounding_perturbation(theirs, inputs, dtype, sign, case.seed + 3)
-    return evaluate(case, layer, perturbed, case.edge_index, case.seed + 2)
+    return evaluate(case, layer, {k: perturb(v) for k, v in inputs.items()}, case.edge_index,
+                    case.seed + 2)
 
 
 def repro(case: Case, device) -> str:

@@ -6,10 +6,11 @@
 //        =  g . value_p drop_p + ga_p    (alpha output before dropout: Transformer)
 //   D_i  = sum_p alpha_p da_p / A_i (A_i = sum_p alpha_p),  ds_p = alpha_p (da_p - D_i),
 //   alpha~_p = alpha_p drop_p.
-// A_i is 1 up to the rounding of the forward's lse (a relative 1e-6 to 1e-5 on a hub row).
-// Normalising D_i by it keeps the destination gradient sum_p ds_p w_p free of a term
-// proportional to that rounding: GAT's w_p is a LeakyReLU slope, so on a row whose logits share
-// a sign that gradient is an almost exactly cancelling sum, which the term would swamp.
+// A_i is 1 up to the rounding of the forward's lse (eps * |lse| relative, and the forward's sum
+// of exp over the row). Normalising D_i by it keeps the destination gradient sum_p ds_p w_p free
+// of a term proportional to that rounding: GAT's w_p is a LeakyReLU slope, so on a row whose
+// logits share a sign that gradient is an almost exactly cancelling sum, which the term could
+// dominate.
 // Pass 1 (destination rows, CSR; items (row, head, tile); heavy rows chunked like the forward and
 // their chunks' states folded by dst_merge_kernel):
 //   recomputes s_p, alpha_p and da_p, stores alpha_p and da_p ([E', H] scalars, CSR order), and
