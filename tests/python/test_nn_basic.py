@@ -305,15 +305,19 @@ GAT_VARIANTS = [
 ]
 
 
+def skip_if_pyg_cannot_fill_mean(kwargs, num_src, num_dst):
+    if kwargs.get("fill_value") == "mean" and num_dst > num_src:
+        pytest.skip("PyG's add_self_loops cannot compute 'mean' loop features when targets "
+                    "outnumber sources (its scatter has min(num_src, num_dst) rows)")
+
+
 @pytest.mark.parametrize("layer_name", ["GATConv", "GATv2Conv"])
 @pytest.mark.parametrize("case", ATTENTION_CASES, ids=[c[0] for c in ATTENTION_CASES])
 @pytest.mark.parametrize("kwargs", GAT_VARIANTS, ids=lambda k: ",".join(k))
 def test_gat_layers_match_pyg(layer_name, case, kwargs):
     _, edge_index, size = case
     num_src, num_dst = sizes(size)
-    if kwargs.get("fill_value") == "mean" and num_dst > num_src:
-        pytest.skip("PyG's add_self_loops cannot compute 'mean' loop features when targets "
-                    "outnumber sources (its scatter has min(num_src, num_dst) rows)")
+    skip_if_pyg_cannot_fill_mean(kwargs, num_src, num_dst)
     bipartite = isinstance(size, tuple)
     in_ch = (6, 6) if bipartite else 6
     ours, theirs = make_pair(layer_name, in_ch, 4, **kwargs)

@@ -62,6 +62,21 @@ def assert_matches_pyg(g, edge_index, x, reduces, num_dst, grad, tol=None):
     torch.testing.assert_close(got, exp, rtol=rtol, atol=atol, equal_nan=True)
 
 
+def assert_matches_fp64_pyg(edge_index, x, out, reduces, num_dst, gen):
+    """out = segment_reduce(..., x) in x's dtype against PyG in fp64 on the same values (the
+    dtype's tolerance), then grad_x for a random output gradient drawn from `gen`."""
+    dtype = x.dtype
+    x64 = x.detach().double().requires_grad_()
+    ref = reference(edge_index, x64, reduces, num_dst)
+    rtol, atol = tolerance(dtype)
+    torch.testing.assert_close(out.double(), ref, rtol=rtol, atol=atol)
+    grad = torch.randn(out.shape, generator=gen).to(dtype)
+    got, = torch.autograd.grad(out, x, grad)
+    exp, = torch.autograd.grad(ref, x64, grad.double())
+    assert got.dtype == dtype
+    torch.testing.assert_close(got.double(), exp, rtol=rtol, atol=atol)
+
+
 @pytest.mark.parametrize("values", ["continuous", "tied"])
 @pytest.mark.parametrize("reduces", ALL_REDUCES, ids=REDUCE_IDS)
 def test_matches_pyg_on_every_graph_case(graph_case, reduces, values):
@@ -86,15 +101,7 @@ def test_dtypes_accumulate_in_fp32(dtype, reduces):
     x = distinct_features(200, 33, gen, dtype).requires_grad_()
     out = segment_reduce(g, x, reduces)
     assert out.dtype == dtype
-    x64 = x.detach().double().requires_grad_()
-    ref = reference(ei, x64, reduces, 200)
-    rtol, atol = tolerance(dtype)
-    torch.testing.assert_close(out.double(), ref, rtol=rtol, atol=atol)
-    grad = torch.randn(out.shape, generator=gen).to(dtype)
-    got, = torch.autograd.grad(out, x, grad)
-    exp, = torch.autograd.grad(ref, x64, grad.double())
-    assert got.dtype == dtype
-    torch.testing.assert_close(got.double(), exp, rtol=rtol, atol=atol)
+    assert_matches_fp64_pyg(ei, x, out, reduces, 200, gen)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -108,15 +115,7 @@ def test_ties_match_pyg_in_every_dtype(dtype, reduces):
     g = iognn.Graph(ei, 60)
     x = tied_features(60, 9, gen, dtype).requires_grad_()
     out = segment_reduce(g, x, reduces)
-    x64 = x.detach().double().requires_grad_()
-    ref = reference(ei, x64, reduces, 60)
-    rtol, atol = tolerance(dtype)
-    torch.testing.assert_close(out.double(), ref, rtol=rtol, atol=atol)
-    grad = torch.randn(out.shape, generator=gen).to(dtype)
-    got, = torch.autograd.grad(out, x, grad)
-    exp, = torch.autograd.grad(ref, x64, grad.double())
-    assert got.dtype == dtype
-    torch.testing.assert_close(got.double(), exp, rtol=rtol, atol=atol)
+    assert_matches_fp64_pyg(ei, x, out, reduces, 60, gen)
 
 
 @pytest.mark.parametrize("fill", [0.5, 0.0, -0.0])
