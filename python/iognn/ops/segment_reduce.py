@@ -92,13 +92,16 @@ def _setup_context(ctx, inputs, output):
     out, count_min, count_max, mean = output
     ctx.reduces = reduces
     ctx.mark_non_differentiable(count_min, count_max, mean)
+    # The auxiliary outputs never receive a gradient: without this autograd would hand the backward
+    # zero-filled [num_dst, F] tensors for them (an [N, F] allocation and memset per step).
+    ctx.set_materialize_grads(False)
     ctx.save_for_backward(rowptr, colptr, row, x, out, count_min, count_max, mean)
 
 
 def _backward(ctx, grad_out, _grad_count_min, _grad_count_max, _grad_mean):
     rowptr, colptr, row, x, out, count_min, count_max, mean = ctx.saved_tensors
     grad_x = None
-    if ctx.needs_input_grad[4]:
+    if ctx.needs_input_grad[4] and grad_out is not None:
         grad_x = torch.ops.iognn.segment_reduce_backward(colptr, row, rowptr, x, out, count_min,
                                                          count_max, mean, grad_out.contiguous(),
                                                          ctx.reduces)
