@@ -338,6 +338,24 @@ def test_non_default_stream():
 
 
 # ---- autograd, PyG, opcheck ----------------------------------------------------------------------
+def test_backward_allocates_only_grad_x():
+    # The auxiliary outputs take no gradient: autograd must not hand the backward zero-filled
+    # tensors of their size (they would double this backward's memory).
+    gen = torch.Generator().manual_seed(40)
+    n, F = 20_000, 64
+    g = iognn.Graph(random_edge_index(n, n, 8 * n, gen), n).to("cuda")
+    x = torch.randn(n, F, generator=gen).cuda().requires_grad_()
+    out = segment_reduce(g, x, ["min", "max"])
+    grad = torch.randn(out.shape, generator=gen).cuda()
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    out.backward(grad)
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    assert peak <= n * F * 4 + (2 << 20), f"backward peak {peak} bytes, grad_x is {n * F * 4}"
+
+
 def test_autograd_through_the_functional_op():
     g = graph_with_hubs(120, [900], 600, seed=21, out_degrees=[800])
     gen = torch.Generator().manual_seed(22)
