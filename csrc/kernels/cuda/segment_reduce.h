@@ -54,9 +54,10 @@ size_t segment_reduce_backward_workspace(int64_t num_src, int64_t num_dst, int64
 // the host kernel's formulas; out, count_min, count_max, mean are the forward's outputs
 // (contiguous; the aux pointers may be nullptr when their reduction is not requested), grad_out
 // [num_dst, K*F] contiguous. The gradients of the reductions linear in x_j are first folded per
-// destination into one or two coefficients (in the workspace); a min / max gradient and tie count
-// are only read for an edge whose value equals the result (or for a NaN result). Sums may differ
-// from the host kernel's in the last bits (the coefficients fold the reductions in another order).
+// destination into one or two coefficients (in the workspace), a + b * x_j; the min / max share
+// goes to an edge whose value equals the result (or to every edge of a NaN result). Sums may
+// differ from the host kernel's in the last bits (the coefficients fold the reductions in another
+// order, and var / std as b * x_j - b * mean_i).
 template <typename T, typename index_t>
 void segment_reduce_backward(const index_t* colptr, const index_t* row, const index_t* rowptr,
                              const T* x, int64_t x_stride, const T* out, const index_t* count_min,

@@ -19,13 +19,18 @@ namespace sr {
 // coefficients, so that the gradient edge j -> i sends to x_j is
 //     a[i,f] + b[i,f] * (x_j - mean[i,f])   +   the min / max shares,
 //   a = g_sum + g_mean / deg_i,   b = 2 g_var / deg_i + g_std / (deg_i std_i)  (std_i > 0, else 0).
-// a is only tabulated when sum and mean are both requested; a single one of them is read straight
-// from grad_out (mean scaled by 1 / deg_i). (2) The schedule's gather over the transposed CSR,
-// one sweep per part (linear; min and max together), each taking a batch of out-edges at a time
-// with every unconditional load of the batch (a or g, b, mean, the min / max results) issued
-// before any is used, then the min / max gradients and tie counts of the edges holding a result
-// (segment_extremum.h), also issued together. So a batch costs one or two dependent memory round
-// trips per part, instead of one per reduction and edge.
+// b is tabulated for var / std. a is tabulated when sum and mean are both requested, or one of
+// them with var / std: then a - b * mean is tabulated instead of a, so an edge reads two
+// coefficients, not three (b * x_j - b * mean_i is also how PyG's autograd sums the two paths of
+// E[x^2] - E[x]^2). A single sum or mean without var / std is read straight from grad_out (mean
+// scaled by 1 / deg_i); var / std alone read b and the forward's mean. (2) The schedule's gather over
+// the transposed CSR, one sweep per part (linear; min and max together), each taking a batch of
+// out-edges at a time with every load of the batch (a or g, b; the min / max results, their
+// gradients and tie counts) issued before any is used. So a batch costs one memory round trip per
+// part: the extremum loads are unconditional although only the edges holding a result
+// (segment_extremum.h) use them, because the kernel is bound by round trips, not bytes (measured
+// on an H200: the min backward on uniform:1000000:16 took 8.54 ms with the gradient and count
+// fetched in a second round trip for the holders only, 7.15 ms so).
 struct BackwardTable {
   size_t a_offset = 0, b_offset = 0, bytes = 0;  // a / b: [num_dst, F] acc arrays when present
   bool has_a = false, has_b = false;
@@ -36,8 +41,8 @@ BackwardTable backward_table(int64_t num_dst, int64_t F, const std::vector<Segme
   BackwardTable t;
   const bool sum = cpu::segment_reduce_has(reduces, SegmentReduce::kSum);
   const bool mean = cpu::segment_reduce_has(reduces, SegmentReduce::kMean);
-  t.has_a = sum && mean;
   t.has_b = cpu::segment_reduce_needs_mean(reduces);
+  t.has_a = (sum && mean) || (t.has_b && (sum || mean));
   const size_t array = align_up(size_t(num_dst) * size_t(F) * sizeof(acc_t<T>), 256);
   t.a_offset = 0;
   t.b_offset = t.has_a ? array : 0;
@@ -47,7 +52,7 @@ BackwardTable backward_table(int64_t num_dst, int64_t F, const std::vector<Segme
 
 // Reduction slots (their k in out / grad_out rows) that the gather reads, -1 when absent.
 struct BackwardSlots {
-  int direct = -1;           // sum or mean read from grad_out when a is not tabulated
+  int direct = -1;           // a single sum or mean read from grad_out (no table)
   bool direct_mean = false;  // ... and it is the mean (divide by deg_i)
   int min = -1, max = -1, var = -1, std = -1, sum = -1, mean = -1;
 };
@@ -64,7 +69,7 @@ inline BackwardSlots backward_slots(const std::vector<SegmentReduce>& reduces) {
       case SegmentReduce::kStd: s.std = int(k); break;
     }
   }
-  if ((s.sum >= 0) != (s.mean >= 0)) {
+  if ((s.sum >= 0) != (s.mean >= 0) && s.var < 0 && s.std < 0) {
     s.direct = s.sum >= 0 ? s.sum : s.mean;
     s.direct_mean = s.mean >= 0;
   }
@@ -74,8 +79,8 @@ inline BackwardSlots backward_slots(const std::vector<SegmentReduce>& reduces) {
 // Step 1: a and b for every (i, f); rows without in-edges get 0 (no edge reads them).
 template <typename T, typename index_t>
 __global__ void coefficients_kernel(const index_t* rowptr, const T* out, const T* grad_out,
-                                    int64_t num_dst, int64_t F, int64_t K, BackwardSlots slots,
-                                    acc_t<T>* a, acc_t<T>* b) {
+                                    const acc_t<T>* mean, int64_t num_dst, int64_t F, int64_t K,
+                                    BackwardSlots slots, acc_t<T>* a, acc_t<T>* b) {
   using acc = acc_t<T>;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < num_dst * F; n += stride) {
@@ -83,36 +88,39 @@ __global__ void coefficients_kernel(const index_t* rowptr, const T* out, const T
     const int64_t deg_n = int64_t(rowptr[i + 1]) - int64_t(rowptr[i]);
     const acc deg = acc(deg_n > 0 ? deg_n : 1);
     const T* g = grad_out + i * K * F + f;
-    if (a) {
-      const acc v = to_acc(g[slots.sum * F]) + to_acc(g[slots.mean * F]) / deg;
-      a[n] = deg_n > 0 ? v : acc(0);
-    }
+    acc bv = acc(0);
     if (b) {
-      acc v = acc(0);
-      if (slots.var >= 0) v += acc(2) * to_acc(g[slots.var * F]) / deg;
+      if (slots.var >= 0) bv += acc(2) * to_acc(g[slots.var * F]) / deg;
       if (slots.std >= 0) {
         const acc std_i = to_acc(out[i * K * F + slots.std * F + f]);
         if (std_i > acc(0))  // masked or NaN std: PyG's clamp passes no gradient
-          v += to_acc(g[slots.std * F]) / (deg * std_i);
+          bv += to_acc(g[slots.std * F]) / (deg * std_i);
       }
-      b[n] = deg_n > 0 ? v : acc(0);
+      b[n] = deg_n > 0 ? bv : acc(0);
+    }
+    if (a) {
+      acc av = b ? -bv * mean[n] : acc(0);  // folded: see above
+      if (slots.sum >= 0) av += to_acc(g[slots.sum * F]);
+      if (slots.mean >= 0) av += to_acc(g[slots.mean * F]) / deg;
+      a[n] = deg_n > 0 ? av : acc(0);
     }
   }
 }
 
-// VEC consecutive acc values (16-byte loads; VEC * sizeof(acc) is 4, 8, 16 or 32 bytes).
-template <int VEC, typename acc>
-__device__ __forceinline__ void load_acc(const acc* p, acc (&v)[VEC]) {
-  constexpr int kBytes = VEC * int(sizeof(acc));
+// VEC consecutive values (acc coefficients or tie counts) in loads of up to 16 bytes; the address
+// is aligned to min(16, VEC * sizeof(V)) bytes.
+template <int VEC, typename V>
+__device__ __forceinline__ void load_values(const V* p, V (&v)[VEC]) {
+  constexpr int kBytes = VEC * int(sizeof(V));
   if constexpr (kBytes <= 16) {
-    const Pack<acc, VEC> pk = load_pack<acc, VEC>(p);
+    const Pack<V, VEC> pk = load_pack<V, VEC>(p);
 #pragma unroll
     for (int e = 0; e < VEC; ++e) v[e] = pk.v[e];
   } else {
-    constexpr int kPer = 16 / int(sizeof(acc));
+    constexpr int kPer = 16 / int(sizeof(V));
 #pragma unroll
     for (int h = 0; h < VEC / kPer; ++h) {
-      const Pack<acc, kPer> pk = load_pack<acc, kPer>(p + h * kPer);
+      const Pack<V, kPer> pk = load_pack<V, kPer>(p + h * kPer);
 #pragma unroll
       for (int e = 0; e < kPer; ++e) v[h * kPer + e] = pk.v[e];
     }
@@ -149,9 +157,9 @@ struct BackwardOp {
   const T* grad_out;
   const index_t* count_min;
   const index_t* count_max;
-  const acc* mean;  // [num_dst, F]: the forward's mean (var / std)
-  const acc* a;     // [num_dst, F] or nullptr
+  const acc* a;     // [num_dst, F] or nullptr (with b: b * mean folded in)
   const acc* b;     // [num_dst, F] or nullptr (var / std)
+  const acc* mean;  // [num_dst, F]: the forward's mean when b is not folded into a, else nullptr
   int64_t F, K;
   BackwardSlots slots;
   bool need_x;
@@ -166,54 +174,37 @@ struct BackwardOp {
   }
 
   // The min and / or max gradients of U edges (NS = 1 or 2 reductions, slots slot[], tie counts
-  // count[]): which lane-features hold each result o, then the gradients and tie counts of the
-  // (edge, reduction) pairs with any such feature. Every load of a stage is issued before any is
-  // used, for both reductions at once: min and max together cost the round trips of one.
+  // count[]): the results o, their gradients and tie counts, all issued before any is used (one
+  // round trip for both reductions); a lane-feature adds a share where x_j holds its result.
   template <int VEC, int U, int NS>
   __device__ void add_extrema(State<VEC>& s, const acc (&xj)[VEC], const int64_t (&i)[U],
                               const bool (&ok)[U], const int (&slot)[NS],
                               const index_t* const (&count)[NS], int64_t f0) const {
-    Pack<T, VEC> o[NS][U];
-#pragma unroll
-    for (int r = 0; r < NS; ++r)
-#pragma unroll
-      for (int u = 0; u < U; ++u) o[r][u] = load_pack<T, VEC>(out + (i[u] * K + slot[r]) * F + f0);
-    bool hit[NS][U];
-#pragma unroll
-    for (int r = 0; r < NS; ++r)
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        hit[r][u] = false;
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) hit[r][u] |= extremum_receives(xj[e], to_acc(o[r][u].v[e]));
-        hit[r][u] &= ok[u];
-      }
-    Pack<T, VEC> g[NS][U];
+    Pack<T, VEC> o[NS][U], g[NS][U];
     index_t c[NS][U][VEC];
 #pragma unroll
     for (int r = 0; r < NS; ++r)
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        if (!hit[r][u]) continue;
+        o[r][u] = load_pack<T, VEC>(out + (i[u] * K + slot[r]) * F + f0);
         g[r][u] = load_pack<T, VEC>(grad_out + (i[u] * K + slot[r]) * F + f0);
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) c[r][u][e] = __ldg(count[r] + i[u] * F + f0 + e);
+        load_values<VEC>(count[r] + i[u] * F + f0, c[r][u]);
       }
 #pragma unroll
-    for (int u = 0; u < U; ++u)
+    for (int u = 0; u < U; ++u) {
+      if (!ok[u]) continue;
 #pragma unroll
-      for (int r = 0; r < NS; ++r) {
-        if (!hit[r][u]) continue;
+      for (int r = 0; r < NS; ++r)
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
           const acc oe = to_acc(o[r][u].v[e]);
           if (extremum_receives(xj[e], oe))
             s.sum[e] += extremum_share(oe, acc(c[r][u][e]), to_acc(g[r][u].v[e]));
         }
-      }
+    }
   }
 
-  // The linear part of U edges: a (or one grad_out slot), then b * (x_j - mean).
+  // The linear part of U edges: a (or one grad_out slot), then b * x_j, or b * (x_j - mean).
   template <int VEC, int U>
   __device__ void add_linear(State<VEC>& s, const acc (&xj)[VEC], const int64_t (&i)[U],
                              const bool (&ok)[U], int64_t f0) const {
@@ -224,7 +215,7 @@ struct BackwardOp {
       const int64_t n = i[u] * F + f0;
       scale[u] = acc(1);
       if (a) {
-        load_acc<VEC>(a + n, av[u]);
+        load_values<VEC>(a + n, av[u]);
       } else if (slots.direct >= 0) {
         const Pack<T, VEC> g = load_pack<T, VEC>(grad_out + (i[u] * K + slots.direct) * F + f0);
 #pragma unroll
@@ -232,10 +223,8 @@ struct BackwardOp {
         if (slots.direct_mean)
           scale[u] = acc(1) / acc(int64_t(rowptr[i[u] + 1]) - int64_t(rowptr[i[u]]));
       }
-      if (b) {
-        load_acc<VEC>(b + n, bv[u]);
-        load_acc<VEC>(mean + n, mv[u]);
-      }
+      if (b) load_values<VEC>(b + n, bv[u]);
+      if (mean) load_values<VEC>(mean + n, mv[u]);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -243,7 +232,7 @@ struct BackwardOp {
 #pragma unroll
       for (int e = 0; e < VEC; ++e) {
         if (a || slots.direct >= 0) s.sum[e] += slots.direct_mean ? av[u][e] * scale[u] : av[u][e];
-        if (b) s.sum[e] += bv[u][e] * (xj[e] - mv[u][e]);
+        if (b) s.sum[e] += bv[u][e] * (mean ? xj[e] - mv[u][e] : xj[e]);
       }
     }
   }
@@ -280,10 +269,16 @@ struct BackwardOp {
       for (int e = 0; e < VEC; ++e) xj[e] = acc(0);
     }
     constexpr int L = kLinearBatch<VEC>, X = kExtremumBatch<VEC>;
-    if (a || b || slots.direct >= 0)
+    constexpr int L2 = L > 1 ? L / 2 : 1;
+    if (mean) {  // three loads per edge (b, mean, maybe a): half the batch, so none spills
+      for_edge_batches<L2>(begin, end, [&](const int64_t(&i)[L2], const bool(&ok)[L2]) {
+        add_linear<VEC, L2>(s, xj, i, ok, f0);
+      });
+    } else if (a || b || slots.direct >= 0) {
       for_edge_batches<L>(begin, end, [&](const int64_t(&i)[L], const bool(&ok)[L]) {
         add_linear<VEC, L>(s, xj, i, ok, f0);
       });
+    }
     if (slots.min >= 0 && slots.max >= 0) {
       // Both: half the edges per batch, so the loads in flight stay those of one reduction.
       constexpr int X2 = X > 1 ? X / 2 : 1;
@@ -369,20 +364,21 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
   if ((a || b) && num_dst > 0 && F > 0) {
     const int64_t blocks = std::min<int64_t>(sr::ceil_div(num_dst * F, 256), 65536);
     sr::coefficients_kernel<T, index_t><<<unsigned(blocks), 256, 0, stream>>>(
-        rowptr, out, grad_out, num_dst, F, K, slots, a, b);
+        rowptr, out, grad_out, mean, num_dst, F, K, slots, a, b);
     sr::check_launch("segment_reduce backward coefficients");
   }
   const sr::HeavyPlan plan = sr::backward_plan<T>(num_src, num_edges, F);
   void* heavy_ws = ws ? ws + table_bytes : nullptr;
   const size_t heavy_bytes = workspace_bytes > table_bytes ? workspace_bytes - table_bytes : 0;
-  // 16-byte packs when every packed access (x, out, grad_out, grad_x) stays aligned (the table
-  // and mean rows are then aligned too: F is a multiple of the pack).
+  // 16-byte packs when every packed access stays aligned (the table rows are then aligned too: F
+  // is a multiple of the pack).
   constexpr int kPack = kVec<T>;  // elements of one 16-byte pack
   const bool packed = F % kPack == 0 && x_stride % kPack == 0 && is_aligned16(x) &&
                       is_aligned16(out) && is_aligned16(grad_out) && is_aligned16(grad_x) &&
-                      (!mean || is_aligned16(mean));
+                      (!mean || is_aligned16(mean)) && (!count_min || is_aligned16(count_min)) &&
+                      (!count_max || is_aligned16(count_max));
   const sr::BackwardOp<T, index_t> op{colptr,    row,   rowptr, x, x_stride, out, grad_out,
-                                      count_min, count_max, mean, a, b, F, K, slots,
+                                      count_min, count_max, a, b, a ? nullptr : mean, F, K, slots,
                                       cpu::segment_reduce_backward_needs_x(reduces), grad_x};
   if (packed) sr::run_schedule<kPack>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream);
   else sr::run_schedule<1>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream);
