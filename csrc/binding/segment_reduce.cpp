@@ -1,20 +1,26 @@
 // iognn::segment_reduce (fused sum/mean/min/max/var/std aggregation): schemas and host
 // implementations (argument checks: segment_reduce_checks.h; CUDA: cuda/segment_reduce.cpp).
 //
-// Forward:  segment_reduce(rowptr, col, colptr, row, x, reduces)
-//             -> (out [num_dst, K*F], count_min, count_max, mean)
+// Forward:  segment_reduce(rowptr, col, colptr, row, x, reduces, scale=None)
+//             -> (out [num_dst, K*F], count_min, count_max, mean, plain)
 //           count_min / count_max: [num_dst, F] in the graph's index dtype when min / max is
 //           requested, how many in-edges hold the result (0 for an empty row or a NaN result);
 //           mean: [num_dst, F] in the accumulation dtype (fp32; fp64 for fp64) when var or std is
 //           requested; each is an empty [0] tensor otherwise. They exist for the backward only.
-// Backward: segment_reduce_backward -> grad_x [num_src, F]   (transposed CSR gather; min / max
-//           split each gradient evenly among tied in-edges as torch's scatter_reduce does:
-//           kernels/cpu/segment_extremum.h)
+//           scale [num_dst, S] (x's dtype): PNA's degree scalers applied in the epilogue; out is
+//           then [num_dst, S*K*F] (block s = scale[:, s] * results) and plain [num_dst, K*F]
+//           holds the unscaled results (else an empty [0] tensor). kernels/cpu/segment_reduce.h.
+// Backward: segment_reduce_backward(..., grad_out, reduces, scale=None) -> grad_x [num_src, F]
+//           (transposed CSR gather; min / max split each gradient evenly among tied in-edges as
+//           torch's scatter_reduce does: kernels/cpu/segment_extremum.h). With scale, `out` is
+//           the forward's plain results and grad_out [num_dst, S*K*F] is folded over the scalers
+//           first. The gradient of scale itself is left to the autograd formula.
 // The transposed-CSR arguments of the forward are unused by it; they are part of the schema so the
 // autograd formula (registered from Python) can hand them to the backward op.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -26,15 +32,18 @@
 namespace iognn::torch_ext {
 namespace {
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> segment_reduce_cpu(
-    const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& colptr,
-    const at::Tensor& row, const at::Tensor& x_in, std::vector<std::string> reduce_names) {
+SegmentReduceOutputs segment_reduce_cpu(const at::Tensor& rowptr, const at::Tensor& col,
+                                        const at::Tensor& colptr, const at::Tensor& row,
+                                        const at::Tensor& x_in,
+                                        std::vector<std::string> reduce_names,
+                                        const std::optional<at::Tensor>& scale_in) {
   constexpr const char* op = "iognn::segment_reduce";
   const SegmentReduceCall call =
-      check_segment_reduce(op, rowptr, col, colptr, row, x_in, reduce_names);
+      check_segment_reduce(op, rowptr, col, colptr, row, x_in, reduce_names, scale_in);
   const at::Tensor x = last_dim_contiguous(x_in);
-  auto [out, count_min, count_max, mean] = empty_segment_reduce_outputs(call, x, rowptr);
-  if (out.numel() == 0) return {out, count_min, count_max, mean};
+  const at::Tensor scale = contiguous_scale(call, scale_in);
+  auto [out, count_min, count_max, mean, plain] = empty_segment_reduce_outputs(call, x, rowptr);
+  if (out.numel() == 0) return {out, count_min, count_max, mean, plain};
   dispatch_float(x.scalar_type(), op, [&](auto ft) {
     using T = typename decltype(ft)::type;
     dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
@@ -43,10 +52,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> segment_reduce_cpu(
           cptr<I>(rowptr), cptr<I>(col), cptr<T>(x), x.stride(0), call.num_dst, call.F,
           call.reduces, ptr<T>(out), call.want_min ? ptr<I>(count_min) : nullptr,
           call.want_max ? ptr<I>(count_max) : nullptr,
-          call.want_mean ? ptr<acc_t<T>>(mean) : nullptr);
+          call.want_mean ? ptr<acc_t<T>>(mean) : nullptr, degree_scales<T>(scale, plain));
     });
   });
-  return {out, count_min, count_max, mean};
+  return {out, count_min, count_max, mean, plain};
 }
 
 at::Tensor segment_reduce_backward_cpu(const at::Tensor& colptr, const at::Tensor& row,
@@ -54,16 +63,23 @@ at::Tensor segment_reduce_backward_cpu(const at::Tensor& colptr, const at::Tenso
                                        const at::Tensor& out_in, const at::Tensor& count_min_in,
                                        const at::Tensor& count_max_in, const at::Tensor& mean_in,
                                        const at::Tensor& grad_out_in,
-                                       std::vector<std::string> reduce_names) {
+                                       std::vector<std::string> reduce_names,
+                                       const std::optional<at::Tensor>& scale) {
   constexpr const char* op = "iognn::segment_reduce_backward";
   const SegmentReduceCall call =
       check_segment_reduce_backward(op, colptr, row, rowptr, x_in, out_in, count_min_in,
-                                    count_max_in, mean_in, grad_out_in, reduce_names);
-  const SegmentReduceBackwardOperands t = segment_reduce_backward_operands(
-      call, x_in, out_in, count_min_in, count_max_in, mean_in, grad_out_in);
+                                    count_max_in, mean_in, grad_out_in, reduce_names, scale);
+  SegmentReduceBackwardOperands t = segment_reduce_backward_operands(
+      call, x_in, out_in, count_min_in, count_max_in, mean_in, grad_out_in, scale);
   if (t.grad_x.numel() == 0) return t.grad_x;
   dispatch_float(t.x.scalar_type(), op, [&](auto ft) {
     using T = typename decltype(ft)::type;
+    if (t.scale.defined()) {  // the gradient of the plain results
+      at::Tensor folded = at::empty({call.num_dst, call.K * call.F}, t.x.options());
+      cpu::segment_reduce_fold_scales<T>(cptr<T>(t.grad_out), cptr<T>(t.scale), call.num_dst,
+                                         call.S, call.K * call.F, ptr<T>(folded));
+      t.grad_out = folded;
+    }
     dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
       using I = typename decltype(it)::type;
       cpu::segment_reduce_backward<T, I>(
@@ -82,10 +98,12 @@ at::Tensor segment_reduce_backward_cpu(const at::Tensor& colptr, const at::Tenso
 TORCH_LIBRARY_FRAGMENT(iognn, m) {
   m.def(
       "segment_reduce(Tensor rowptr, Tensor col, Tensor colptr, Tensor row, Tensor x, "
-      "str[] reduces) -> (Tensor out, Tensor count_min, Tensor count_max, Tensor mean)");
+      "str[] reduces, Tensor? scale=None) -> (Tensor out, Tensor count_min, Tensor count_max, "
+      "Tensor mean, Tensor plain)");
   m.def(
       "segment_reduce_backward(Tensor colptr, Tensor row, Tensor rowptr, Tensor x, Tensor out, "
-      "Tensor count_min, Tensor count_max, Tensor mean, Tensor grad_out, str[] reduces) -> Tensor");
+      "Tensor count_min, Tensor count_max, Tensor mean, Tensor grad_out, str[] reduces, "
+      "Tensor? scale=None) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(iognn, CPU, m) {

@@ -172,6 +172,47 @@ def test_degree_scaler_matches_pyg(aggr, train_norm):
     assert_same(ours, theirs, lambda m: m(x, index, dim_size=dim_size), (x,))
 
 
+SCALERS = ["identity", "amplification", "attenuation", "linear", "inverse_linear"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("aggr", ["max", ["mean", "min", "max", "std"]], ids=["max", "pna"])
+@pytest.mark.parametrize("shape", [(5,), (2, 3)], ids=["2d", "3d"])
+def test_degree_scaler_runs_in_the_reduction_kernel(monkeypatch, dtype, aggr, shape):
+    """One segment_reduce call with the scalers, equal (bitwise) to reducing then scaling."""
+    from iognn.nn.aggr import scaler
+    x, index, dim_size = messages_of(GRAPH_CASES[4])  # isolated nodes: degree 0
+    x = torch.randn((x.size(0),) + shape, generator=torch.Generator().manual_seed(3)).to(dtype)
+    module = io_aggr.DegreeScalerAggregation(aggr, SCALERS, torch.tensor([3, 5, 2, 1]))
+    calls = []
+    original = scaler.segment_reduce
+    monkeypatch.setattr(scaler, "segment_reduce", lambda g, x, names, scale: calls.append(
+        (list(names), scale.shape)) or original(g, x, names, scale))
+    fused = module(x, index, dim_size=dim_size, dim=0)
+    names = [aggr] if isinstance(aggr, str) else aggr
+    assert calls == [(names, (dim_size, len(SCALERS)))]
+    monkeypatch.setattr(module.aggr, "fused_reduces", lambda: None)  # the reduce-then-scale path
+    unfused = module(x, index, dim_size=dim_size, dim=0)
+    assert len(calls) == 1 and fused.shape == unfused.shape
+    assert fused.shape == (dim_size,) + shape[:-1] + (len(SCALERS) * len(names) * shape[-1],)
+    assert torch.equal(fused, unfused)
+
+
+def test_degree_scaler_unfusable_aggregations_scale_after():
+    """semi_grad std, a 'sum'-combined MultiAggregation and PyG-only children take the unfused
+    path and still match PyG."""
+    x, index, dim_size = messages_of(GRAPH_CASES[2])
+    deg = torch.tensor([1, 4, 2])
+    for make in (lambda pkg: pkg.StdAggregation(semi_grad=True),
+                 lambda pkg: pkg.MultiAggregation(["min", "max"], mode="sum"),
+                 lambda pkg: pkg.MultiAggregation(["mean", pyg_aggr.SoftmaxAggregation()])):
+        ours = io_aggr.DegreeScalerAggregation(make(io_aggr), SCALERS, deg)
+        assert ours.aggr.fused_reduces() is None
+        theirs = pyg_aggr.DegreeScalerAggregation(make(pyg_aggr), SCALERS, deg)
+        ours.load_state_dict(theirs.state_dict())
+        assert_same(ours, theirs, lambda m: m(x, index, dim_size=dim_size), (x,))
+
+
 def test_pyg_instances_convert_and_share_parameters():
     theirs = pyg_aggr.MultiAggregation(
         ["mean", pyg_aggr.StdAggregation(semi_grad=True), "softmax"], mode="proj",

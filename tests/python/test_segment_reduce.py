@@ -44,7 +44,7 @@ def ops_args(g, x, reduces):
 
 
 def backward_args(g, x, fwd, grad, reduces):
-    out, count_min, count_max, mean = fwd
+    out, count_min, count_max, mean, _ = fwd
     return (g.colptr, g.row, g.rowptr, x, out, count_min, count_max, mean, grad, reduces)
 
 
@@ -143,8 +143,8 @@ def test_int32_and_int64_graphs_agree_bitwise():
     ga, = torch.autograd.grad(a, x, grad)
     gb, = torch.autograd.grad(b, x, grad)
     torch.testing.assert_close(ga, gb, rtol=0, atol=0)
-    _, cmin32, cmax32, _ = torch.ops.iognn.segment_reduce(*ops_args(g32, x.detach(), reduces))
-    _, cmin64, cmax64, _ = torch.ops.iognn.segment_reduce(*ops_args(g64, x.detach(), reduces))
+    _, cmin32, cmax32, _, _ = torch.ops.iognn.segment_reduce(*ops_args(g32, x.detach(), reduces))
+    _, cmin64, cmax64, _, _ = torch.ops.iognn.segment_reduce(*ops_args(g64, x.detach(), reduces))
     assert cmin32.dtype == torch.int32 and cmin64.dtype == torch.int64
     assert torch.equal(cmin32.long(), cmin64) and torch.equal(cmax32.long(), cmax64)
     assert int(cmax64.max()) > 1  # the features do tie
@@ -195,14 +195,15 @@ def test_auxiliary_outputs():
     ei = torch.tensor([[0, 1, 2, 3], [1, 1, 1, 1]])
     g = iognn.Graph(ei, 4)
     x = torch.tensor([[1.0], [4.0], [-2.0], [4.0]])
-    out, count_min, count_max, mean = torch.ops.iognn.segment_reduce(
+    _, count_min, count_max, mean, plain = torch.ops.iognn.segment_reduce(
         *ops_args(g, x, ["std", "min", "max"]))
     # row 1: min -2 held once, max 4 held by two edges; empty rows count 0
     assert count_min.tolist() == [[0], [1], [0], [0]]
     assert count_max.tolist() == [[0], [2], [0], [0]]
     torch.testing.assert_close(mean, torch.tensor([[0.0], [1.75], [0.0], [0.0]]))
     assert not mean.requires_grad and not count_max.requires_grad
-    _, count_min, count_max, mean = torch.ops.iognn.segment_reduce(*ops_args(g, x, ["sum"]))
+    assert plain.numel() == 0  # no degree scalers
+    _, count_min, count_max, mean, _ = torch.ops.iognn.segment_reduce(*ops_args(g, x, ["sum"]))
     assert count_min.numel() == count_max.numel() == mean.numel() == 0
 
 
@@ -215,7 +216,7 @@ def test_ties_split_the_gradient_evenly_like_pyg():
     out = segment_reduce(g, x, ["min", "max"])  # columns: min f0, min f1, max f0, max f1
     torch.testing.assert_close(out, torch.tensor([[5.0, -1.0, 7.0, 2.0], [5.0, -1.0, 5.0, -1.0],
                                                   [0.0] * 4, [0.0] * 4], dtype=torch.float64))
-    _, count_min, count_max, _ = torch.ops.iognn.segment_reduce(*ops_args(g, x, ["min", "max"]))
+    _, count_min, count_max, _, _ = torch.ops.iognn.segment_reduce(*ops_args(g, x, ["min", "max"]))
     assert count_min.tolist() == [[3, 4], [2, 2], [0, 0], [0, 0]]
     assert count_max.tolist() == [[2, 1], [2, 2], [0, 0], [0, 0]]
     # dst 0: min f0 = 5 shared by sources 1, 2, 3 (1/3 each); max f0 = 7 by both edges of source
@@ -253,7 +254,7 @@ def test_nan_propagates_like_amax():
     reduces = ["min", "max", "sum"]
     out = segment_reduce(g, x, reduces)
     assert out[0, 0].isnan() and out[0, 2].isnan() and out[0, 1] == 0.0 and out[0, 3] == 2.0
-    _, count_min, count_max, _ = torch.ops.iognn.segment_reduce(*ops_args(g, x.detach(), reduces))
+    _, count_min, count_max, _, _ = torch.ops.iognn.segment_reduce(*ops_args(g, x.detach(), reduces))
     assert count_min[:2, 0].tolist() == [0, 0] and count_max[:2, 0].tolist() == [0, 0]
     # As in torch, a NaN result sends NaN to every in-edge of its row (here rows 0 and 1, f0).
     grad_x, = torch.autograd.grad(out[:, :4].sum(), x)
@@ -304,3 +305,108 @@ def test_bad_inputs_raise_clear_errors():
         torch.ops.iognn.segment_reduce_backward(*bwd[:8], fwd[0][:, :2], reduces)
     # The process stays usable after an error.
     assert segment_reduce(g, x, ["sum", "std"]).shape == (3, 4)
+
+
+# ---- degree scalers (PNA) in the epilogue ---------------------------------------------------
+def unfused_scaling(out, scale):
+    """PyG's DegreeScalerAggregation arithmetic on the unscaled results: cat_s(out * scale_s)."""
+    return torch.cat([out * scale[:, s:s + 1] for s in range(scale.size(1))], dim=1)
+
+
+def degree_like_scale(g, dtype, gen):
+    """[N, 3] factors like PNA's (identity, amplification, a random positive one), in dtype."""
+    deg = g.degree("in").to(dtype)
+    return torch.stack([torch.ones_like(deg), torch.log(deg + 1) / 2.5,
+                        torch.rand(deg.shape, generator=gen).to(dtype) + 0.5], dim=1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduces", [["max"], FUSED[0], FUSED[1]], ids=["max", "pna", "all"])
+def test_degree_scales_equal_torch_scaling_bitwise(graph_case, dtype, reduces):
+    """Block s of the scaled output is exactly torch's `results * scale[:, s]` in x's dtype."""
+    name, edge_index, size = graph_case
+    num_src, num_dst = sizes(size)
+    g = iognn.Graph(edge_index, size)
+    gen = torch.Generator().manual_seed(40)
+    x = torch.randn(num_src, 6, generator=gen).to(dtype)
+    scale = degree_like_scale(g, dtype, gen)
+    out = segment_reduce(g, x, reduces, scale)
+    assert out.shape == (num_dst, 3 * len(reduces) * 6) and out.dtype == dtype
+    assert torch.equal(out, unfused_scaling(segment_reduce(g, x, reduces), scale))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_degree_scales_gradients_match_unfused(dtype):
+    name, edge_index, size = GRAPH_CASES[5]  # self-loops and duplicate edges
+    g = iognn.Graph(edge_index, size)
+    gen = torch.Generator().manual_seed(41)
+    reduces = FUSED[1]
+    x = tied_features(size, 4, gen, dtype).requires_grad_()  # ties split the min / max gradient
+    scale = degree_like_scale(g, dtype, gen).requires_grad_()
+    grad = torch.randn(size, 3 * len(reduces) * 4, generator=gen).to(dtype)
+    fused = torch.autograd.grad(segment_reduce(g, x, reduces, scale), (x, scale), grad)
+    unfused = torch.autograd.grad(unfused_scaling(segment_reduce(g, x, reduces), scale),
+                                  (x, scale), grad)
+    rtol, atol = tolerance(dtype)
+    for ours, theirs in zip(fused, unfused):
+        torch.testing.assert_close(ours, theirs, rtol=rtol, atol=atol * 10)
+
+
+@pytest.mark.parametrize("reduces", [["min"], ["mean", "std"], FUSED[1]],
+                         ids=["min", "mean+std", "all"])
+def test_degree_scales_gradcheck_fp64(reduces):
+    gen = torch.Generator().manual_seed(42)
+    g = iognn.Graph(torch.randint(0, 7, (2, 25), generator=gen), 9)  # nodes 7, 8 isolated
+    # distinct and non-zero: a zero min / max would count the fill as a tie (half the gradient)
+    x = (distinct_features(9, 3, gen, torch.float64) + 1 / 32).requires_grad_()
+    scale = (torch.rand(9, 2, generator=gen, dtype=torch.float64) + 0.5).requires_grad_()
+    assert torch.autograd.gradcheck(lambda x, s: segment_reduce(g, x, reduces, s), (x, scale))
+
+
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
+def test_degree_scales_opcheck(index_dtype):
+    gen = torch.Generator().manual_seed(43)
+    for ei, n in [(torch.randint(0, 12, (2, 50), generator=gen), 12),
+                  (torch.empty(2, 0, dtype=torch.int64), 4)]:
+        g = iognn.Graph(ei, n, index_dtype=index_dtype if index_dtype == torch.int64 else None)
+        x = torch.randn(n, 5, generator=gen, requires_grad=True)
+        scale = torch.rand(n, 3, generator=gen, requires_grad=True)
+        reduces = FUSED[1]
+        torch.library.opcheck(torch.ops.iognn.segment_reduce.default,
+                              ops_args(g, x, reduces) + (scale,))
+        fwd = torch.ops.iognn.segment_reduce(*ops_args(g, x.detach(), reduces), scale.detach())
+        assert fwd[4].shape == (n, len(reduces) * 5)  # the plain results
+        grad = torch.randn(fwd[0].shape, generator=gen)
+        args = (g.colptr, g.row, g.rowptr, x.detach(), fwd[4], *fwd[1:4], grad, reduces,
+                scale.detach())
+        torch.library.opcheck(torch.ops.iognn.segment_reduce_backward.default, args)
+
+
+def test_degree_scales_non_contiguous_and_bad_inputs():
+    g = iognn.Graph(torch.tensor([[0, 1, 2, 2], [1, 1, 0, 2]]), 3)
+    x = torch.randn(3, 2)
+    wide = torch.rand(3, 4)
+    out = segment_reduce(g, x, ["mean", "max"], wide[:, ::2])  # a strided [3, 2] view
+    assert torch.equal(out, unfused_scaling(segment_reduce(g, x, ["mean", "max"]),
+                                            wide[:, ::2].contiguous()))
+    with pytest.raises(ValueError, match=r"scale must have shape \[num_dst_nodes=3"):
+        segment_reduce(g, x, "sum", torch.rand(2, 2))
+    with pytest.raises(ValueError, match="scale must have shape"):
+        segment_reduce(g, x, "sum", torch.rand(3, 0))
+    with pytest.raises(ValueError, match="scale must have shape"):
+        segment_reduce(g, x, "sum", torch.rand(3))
+    with pytest.raises(TypeError, match="scale must have the dtype of x"):
+        segment_reduce(g, x, "sum", torch.rand(3, 2, dtype=torch.float64))
+    with pytest.raises(TypeError, match="scale must be a Tensor"):
+        segment_reduce(g, x, "sum", [[1.0]] * 3)
+    # The ops check scale too (for callers that bypass the wrapper).
+    with pytest.raises(ValueError, match="scale has 2 rows"):
+        torch.ops.iognn.segment_reduce(*ops_args(g, x, ["sum"]), torch.rand(2, 2))
+    with pytest.raises(TypeError, match="scale must have dtype"):
+        torch.ops.iognn.segment_reduce(*ops_args(g, x, ["sum"]), torch.rand(3, 2).double())
+    with pytest.raises(ValueError, match="scale must have at least one column"):
+        torch.ops.iognn.segment_reduce(*ops_args(g, x, ["sum"]), torch.rand(3, 0))
+    fwd = torch.ops.iognn.segment_reduce(*ops_args(g, x, ["sum"]), torch.rand(3, 2))
+    with pytest.raises(ValueError, match="grad_out has 2 features"):  # expects S * K * F = 4
+        torch.ops.iognn.segment_reduce_backward(g.colptr, g.row, g.rowptr, x, fwd[4], *fwd[1:4],
+                                                fwd[4], ["sum"], torch.rand(3, 2))

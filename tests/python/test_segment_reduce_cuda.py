@@ -34,7 +34,7 @@ def poison_allocator():
 
 def run_op(g, x, reduces, grad):
     """(out, count_min, count_max, mean, grad_x) of the forward and backward ops on g's device."""
-    out, count_min, count_max, mean = torch.ops.iognn.segment_reduce(
+    out, count_min, count_max, mean, _ = torch.ops.iognn.segment_reduce(
         g.rowptr, g.col, g.colptr, g.row, x, reduces)
     grad_x = torch.ops.iognn.segment_reduce_backward(
         g.colptr, g.row, g.rowptr, x, out, count_min, count_max, mean, grad, reduces)
@@ -407,8 +407,8 @@ def test_opcheck(index_dtype, reduces):
         x = torch.randn(n, 5, generator=gen).cuda().requires_grad_()
         args = (g.rowptr, g.col, g.colptr, g.row, x, reduces)
         torch.library.opcheck(torch.ops.iognn.segment_reduce.default, args)
-        out, count_min, count_max, mean = torch.ops.iognn.segment_reduce(*args[:4], x.detach(),
-                                                                         reduces)
+        out, count_min, count_max, mean, _ = torch.ops.iognn.segment_reduce(*args[:4], x.detach(),
+                                                                            reduces)
         grad = torch.randn(out.shape, generator=gen).cuda()
         torch.library.opcheck(torch.ops.iognn.segment_reduce_backward.default,
                               (g.colptr, g.row, g.rowptr, x.detach(), out, count_min, count_max,
@@ -423,6 +423,68 @@ def test_device_mismatch_raises():
     with pytest.raises(ValueError, match="unknown reduction 'median'"):
         g = g.to("cuda")
         torch.ops.iognn.segment_reduce(g.rowptr, g.col, g.colptr, g.row, x, ["median"])
+
+
+# ---- degree scalers (PNA) in the epilogue ---------------------------------------------------------
+def degree_like_scale(g, dtype, seed):
+    """[N, 3] factors like PNA's (identity, amplification, a random positive one), in dtype."""
+    deg = g.degree("in").to(dtype)
+    rand = torch.rand(deg.shape, generator=torch.Generator().manual_seed(seed)).to(dtype) + 0.5
+    return torch.stack([torch.ones_like(deg), torch.log(deg + 1) / 2.5, rand], dim=1)
+
+
+def check_scaled_against_cpu(g, x, reduces, seed):
+    """The scaled op on CUDA: out is exactly its own plain results times each scale column (x's
+    dtype), and out, grad_x and grad_scale match the CPU op in fp64 on the same values."""
+    scale = degree_like_scale(g, x.dtype, seed)
+    gen = torch.Generator().manual_seed(seed)
+    grad = torch.randn(g.num_dst_nodes, 3 * len(reduces) * x.size(1), generator=gen).to(x.dtype)
+    results = []
+    for device, dtype in (("cuda", x.dtype), ("cpu", torch.float64)):
+        xd = x.to(device, dtype).requires_grad_()
+        sd = scale.to(device, dtype).requires_grad_()
+        out = segment_reduce(g.to(device), xd, reduces, sd)
+        results.append((out, *torch.autograd.grad(out, (xd, sd), grad.to(device, dtype))))
+    fwd = torch.ops.iognn.segment_reduce(*(t.cuda() for t in (g.rowptr, g.col, g.colptr, g.row)),
+                                         x.cuda(), reduces, scale.cuda())
+    plain = fwd[4].cpu()
+    scaled = torch.cat([plain * scale[:, s:s + 1] for s in range(3)], dim=1)
+    assert torch.equal(results[0][0].cpu(), scaled), "scaled blocks differ from plain * scale"
+    rtol, atol = tolerance(x.dtype)
+    if x.dtype == torch.float32:
+        atol = fp32_atol(g)
+    for got, ref in zip(results[0][:2], results[1][:2]):  # out, grad_x
+        torch.testing.assert_close(got.cpu().double(), ref, rtol=rtol, atol=atol * 4)
+    # grad_scale sums S * K * F products in x's dtype: its error scales with their magnitudes.
+    magnitude = torch.bmm(grad.double().abs().view(g.num_dst_nodes, 3, -1),
+                          plain.double().abs().view(g.num_dst_nodes, -1, 1)).view(-1, 3)
+    error = (results[0][2].cpu().double() - results[1][2]).abs()
+    assert bool((error <= rtol * magnitude + atol).all()), "grad_scale differs"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("reduces", [["max"], FUSED[0], ALL_SIX], ids=["max", "pna", "all"])
+def test_degree_scales_match_cpu(dtype, reduces):
+    g = boundary_graph(400, 3000, seed=33)  # light and split rows on both sides
+    gen = torch.Generator().manual_seed(34)
+    for F in (8, 5):  # 16-byte packs and one element per lane
+        check_scaled_against_cpu(g, distinct_features(400, F, gen, dtype), reduces, seed=35)
+
+
+def test_degree_scales_bitwise_deterministic_and_empty():
+    g = boundary_graph(400, 3000, seed=36).to("cuda")
+    x = torch.randn(400, 16, device="cuda")
+    scale = degree_like_scale(g, torch.float32, seed=37)
+    runs = []
+    for _ in range(2):
+        xr = x.clone().requires_grad_()
+        out = segment_reduce(g, xr, ALL_SIX, scale)
+        runs.append((out, torch.autograd.grad(out, xr, torch.ones_like(out))[0]))
+    assert all(torch.equal(a, b) for a, b in zip(*runs))
+    empty = iognn.Graph(torch.empty(2, 0, dtype=torch.int64), 4).to("cuda")
+    out = segment_reduce(empty, torch.randn(4, 3, device="cuda"), FUSED[0],
+                         torch.rand(4, 2, device="cuda"))
+    assert out.shape == (4, 24) and not out.any()
 
 
 # ---- small cases for compute-sanitizer (memcheck, racecheck) -------------------------------------
@@ -440,3 +502,10 @@ def test_sanitizer_half_precision_and_empty_rows():
     g = graph_with_hubs(80, [900], 40, seed=29, out_degrees=[700])  # many empty rows
     gen = torch.Generator().manual_seed(30)
     check_against_cpu(g, distinct_features(80, 16, gen, torch.float16), ["max", "std"])
+
+
+@pytest.mark.sanitizer
+def test_sanitizer_degree_scales():
+    g = graph_with_hubs(64, [700], 200, seed=38, out_degrees=[650])
+    gen = torch.Generator().manual_seed(39)
+    check_scaled_against_cpu(g, torch.randn(64, 8, generator=gen), FUSED[0], seed=40)

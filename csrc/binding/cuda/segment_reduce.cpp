@@ -1,13 +1,14 @@
 // iognn::segment_reduce / segment_reduce_backward on CUDA tensors (schemas: ../segment_reduce.cpp).
 //
 // Same checks and outputs as the CPU implementation (segment_reduce_checks.h). Kernels run on the
-// current stream of x's device; the heavy-row workspace comes from the caching allocator; nothing
-// synchronises with the host.
+// current stream of x's device; the heavy-row workspace and the folded gradient of a scaled
+// forward come from the caching allocator; nothing synchronises with the host.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -24,16 +25,19 @@ at::Tensor workspace_like(size_t bytes, const at::Tensor& x) {
   return at::empty({int64_t(bytes)}, x.options().dtype(at::kByte));
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> segment_reduce_cuda(
-    const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& colptr,
-    const at::Tensor& row, const at::Tensor& x_in, std::vector<std::string> reduce_names) {
+SegmentReduceOutputs segment_reduce_cuda(const at::Tensor& rowptr, const at::Tensor& col,
+                                         const at::Tensor& colptr, const at::Tensor& row,
+                                         const at::Tensor& x_in,
+                                         std::vector<std::string> reduce_names,
+                                         const std::optional<at::Tensor>& scale_in) {
   constexpr const char* op = "iognn::segment_reduce";
   const SegmentReduceCall call =
-      check_segment_reduce(op, rowptr, col, colptr, row, x_in, reduce_names);
+      check_segment_reduce(op, rowptr, col, colptr, row, x_in, reduce_names, scale_in);
   const c10::cuda::CUDAGuard guard(x_in.device());
   const at::Tensor x = last_dim_contiguous(x_in);
-  auto [out, count_min, count_max, mean] = empty_segment_reduce_outputs(call, x, rowptr);
-  if (out.numel() == 0) return {out, count_min, count_max, mean};
+  const at::Tensor scale = contiguous_scale(call, scale_in);
+  auto [out, count_min, count_max, mean, plain] = empty_segment_reduce_outputs(call, x, rowptr);
+  if (out.numel() == 0) return {out, count_min, count_max, mean, plain};
   const int64_t num_edges = col.numel();
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   dispatch_float(x.scalar_type(), op, [&](auto ft) {
@@ -47,12 +51,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> segment_reduce_cuda(
             cptr<I>(rowptr), cptr<I>(col), cptr<T>(x), x.stride(0), call.num_dst, num_edges,
             call.F, call.reduces, ptr<T>(out), call.want_min ? ptr<I>(count_min) : nullptr,
             call.want_max ? ptr<I>(count_max) : nullptr,
-            call.want_mean ? ptr<acc_t<T>>(mean) : nullptr, ws.data_ptr(), size_t(ws.numel()),
-            stream);
+            call.want_mean ? ptr<acc_t<T>>(mean) : nullptr, degree_scales<T>(scale, plain),
+            ws.data_ptr(), size_t(ws.numel()), stream);
       });
     });
   });
-  return {out, count_min, count_max, mean};
+  return {out, count_min, count_max, mean, plain};
 }
 
 at::Tensor segment_reduce_backward_cuda(const at::Tensor& colptr, const at::Tensor& row,
@@ -60,19 +64,28 @@ at::Tensor segment_reduce_backward_cuda(const at::Tensor& colptr, const at::Tens
                                         const at::Tensor& out_in, const at::Tensor& count_min_in,
                                         const at::Tensor& count_max_in, const at::Tensor& mean_in,
                                         const at::Tensor& grad_out_in,
-                                        std::vector<std::string> reduce_names) {
+                                        std::vector<std::string> reduce_names,
+                                        const std::optional<at::Tensor>& scale) {
   constexpr const char* op = "iognn::segment_reduce_backward";
   const SegmentReduceCall call =
       check_segment_reduce_backward(op, colptr, row, rowptr, x_in, out_in, count_min_in,
-                                    count_max_in, mean_in, grad_out_in, reduce_names);
+                                    count_max_in, mean_in, grad_out_in, reduce_names, scale);
   const c10::cuda::CUDAGuard guard(x_in.device());
-  const SegmentReduceBackwardOperands t = segment_reduce_backward_operands(
-      call, x_in, out_in, count_min_in, count_max_in, mean_in, grad_out_in);
+  SegmentReduceBackwardOperands t = segment_reduce_backward_operands(
+      call, x_in, out_in, count_min_in, count_max_in, mean_in, grad_out_in, scale);
   if (t.grad_x.numel() == 0) return t.grad_x;
   const int64_t num_edges = row.numel();
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   dispatch_float(t.x.scalar_type(), op, [&](auto ft) {
     using T = typename decltype(ft)::type;
+    if (t.scale.defined()) {  // the gradient of the plain results
+      at::Tensor folded = at::empty({call.num_dst, call.K * call.F}, t.x.options());
+      translate_errors([&] {
+        cuda::segment_reduce_fold_scales<T>(cptr<T>(t.grad_out), cptr<T>(t.scale), call.num_dst,
+                                            call.S, call.K * call.F, ptr<T>(folded), stream);
+      });
+      t.grad_out = folded;
+    }
     const at::Tensor ws = workspace_like(
         cuda::segment_reduce_backward_workspace<T>(call.num_src, call.num_dst, num_edges, call.F,
                                                    call.reduces),

@@ -66,9 +66,11 @@ void add_extremum_grad(const T* xj, const T* o, const index_t* count, const T* g
 template <typename T, typename index_t>
 void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* x, int64_t x_stride,
                             int64_t num_dst, int64_t F, const std::vector<SegmentReduce>& reduces,
-                            T* out, index_t* count_min, index_t* count_max, acc_t<T>* mean) {
+                            T* out, index_t* count_min, index_t* count_max, acc_t<T>* mean,
+                            DegreeScales<T> scales) {
   using acc = acc_t<T>;
   const int64_t K = int64_t(reduces.size());
+  const int64_t S = scales.scale ? scales.count : 1;
   const bool want_min = segment_reduce_has(reduces, SegmentReduce::kMin);
   const bool want_max = segment_reduce_has(reduces, SegmentReduce::kMax);
   const bool want_sq = segment_reduce_needs_mean(reduces);
@@ -102,9 +104,9 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
         avg[f] = sum[f] / count;
         var[f] = sum_sq[f] / count - avg[f] * avg[f];
       }
-      T* out_i = out + i * K * F;
+      T* res_i = (scales.scale ? scales.plain : out) + i * K * F;  // the unscaled results
       for (int64_t k = 0; k < K; ++k) {
-        T* o = out_i + k * F;
+        T* o = res_i + k * F;
         for (int64_t f = 0; f < F; ++f) {
           acc v = 0;
           switch (reduces[k]) {
@@ -117,6 +119,11 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
           }
           store(o + f, v);
         }
+      }
+      for (int64_t s = 0; scales.scale && s < S; ++s) {  // block s: T(result) * T(scale), rounded
+        const acc factor = load(scales.scale + i * S + s);
+        T* block = out + (i * S + s) * K * F;
+        for (int64_t c = 0; c < K * F; ++c) store(block + c, load(res_i + c) * factor);
       }
       for (int64_t f = 0; f < F; ++f) {
         if (count_min) count_min[i * F + f] = index_t(min_n[f]);
@@ -178,10 +185,37 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
   });
 }
 
+template <typename T>
+void segment_reduce_fold_scales(const T* grad_out, const T* scale, int64_t num_dst,
+                                int64_t num_scales, int64_t KF, T* g) {
+  using acc = acc_t<T>;
+  parallel_for(0, num_dst, 64, [&](int64_t lo, int64_t hi) {
+    std::vector<acc> sum(KF);
+    for (int64_t i = lo; i < hi; ++i) {
+      std::fill(sum.begin(), sum.end(), acc(0));
+      for (int64_t s = 0; s < num_scales; ++s) {
+        const acc factor = load(scale + i * num_scales + s);
+        const T* block = grad_out + (i * num_scales + s) * KF;
+        for (int64_t c = 0; c < KF; ++c) sum[c] += factor * load(block + c);
+      }
+      for (int64_t c = 0; c < KF; ++c) store(g + i * KF + c, sum[c]);
+    }
+  });
+}
+
+template void segment_reduce_fold_scales<float>(const float*, const float*, int64_t, int64_t,
+                                                int64_t, float*);
+template void segment_reduce_fold_scales<double>(const double*, const double*, int64_t, int64_t,
+                                                 int64_t, double*);
+template void segment_reduce_fold_scales<half_t>(const half_t*, const half_t*, int64_t, int64_t,
+                                                 int64_t, half_t*);
+template void segment_reduce_fold_scales<bf16_t>(const bf16_t*, const bf16_t*, int64_t, int64_t,
+                                                 int64_t, bf16_t*);
+
 #define IOGNN_SEGMENT_REDUCE(T, index_t)                                                           \
   template void segment_reduce_forward<T, index_t>(                                                \
       const index_t*, const index_t*, const T*, int64_t, int64_t, int64_t,                         \
-      const std::vector<SegmentReduce>&, T*, index_t*, index_t*, acc_t<T>*);                       \
+      const std::vector<SegmentReduce>&, T*, index_t*, index_t*, acc_t<T>*, DegreeScales<T>);      \
   template void segment_reduce_backward<T, index_t>(                                               \
       const index_t*, const index_t*, const index_t*, const T*, int64_t, const T*, const index_t*,  \
       const index_t*, const acc_t<T>*, const T*, int64_t, int64_t,                                 \

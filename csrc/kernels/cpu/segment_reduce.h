@@ -10,6 +10,14 @@
 //   var  = E[x^2] - E[x]^2                 (PyG's VarAggregation, not Welford: may be slightly < 0)
 //   std  = sqrt(max(var, 1e-5)), then 0 where that is <= sqrt(1e-5) (PyG's StdAggregation)
 // An empty row gives 0 for every reduction (tie count 0). Statistics accumulate in acc_t<T>.
+//
+// Degree scalers (PyG's DegreeScalerAggregation / PNA), applied by the forward's epilogue: given S
+// per-destination factors scale [num_dst, S] (functions of the in-degree, computed by the caller
+// in T), out becomes [num_dst, S*K*F] with block s = scale[i, s] * (the K results), rounded to T
+// as torch rounds `result * scale` (both operands in T, product in acc_t<T>); the unscaled
+// results, which the backward needs, go to plain [num_dst, K*F]. The backward then takes plain
+// for out and the gradient folded over the scalers, sum_s scale[i, s] * grad_out[i, s] (in
+// acc_t<T>, rounded once to T): segment_reduce_fold_scales.
 // Every output row is produced by one thread in CSR order, every grad_x row by one thread in
 // transposed-CSR order: deterministic for any thread count, no atomics.
 #pragma once
@@ -34,7 +42,16 @@ bool segment_reduce_needs_mean(const std::vector<SegmentReduce>& reduces);
 // Whether the backward reads x (var, std, min or max).
 bool segment_reduce_backward_needs_x(const std::vector<SegmentReduce>& reduces);
 
-// x [num_src, F] with row stride x_stride (feature stride 1); out [num_dst, K*F] contiguous.
+// Degree scalers of one call (see above); scale == nullptr: none (out is [num_dst, K*F]).
+template <typename T>
+struct DegreeScales {
+  const T* scale = nullptr;  // [num_dst, count] contiguous
+  int64_t count = 0;         // S >= 1 when scale is set
+  T* plain = nullptr;        // [num_dst, K*F]: the unscaled results
+};
+
+// x [num_src, F] with row stride x_stride (feature stride 1); out [num_dst, K*F] contiguous
+// ([num_dst, S*K*F] with degree scalers).
 // count_min / count_max [num_dst, F]: how many in-edges hold the min / max (0 for an empty row or
 // a NaN result; at most the row's degree, so the index type holds it); only written when min /
 // max is requested (may be nullptr otherwise). mean [num_dst, F] in acc_t<T>: written when var or
@@ -42,7 +59,14 @@ bool segment_reduce_backward_needs_x(const std::vector<SegmentReduce>& reduces);
 template <typename T, typename index_t>
 void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* x, int64_t x_stride,
                             int64_t num_dst, int64_t F, const std::vector<SegmentReduce>& reduces,
-                            T* out, index_t* count_min, index_t* count_max, acc_t<T>* mean);
+                            T* out, index_t* count_min, index_t* count_max, acc_t<T>* mean,
+                            DegreeScales<T> scales = {});
+
+// g [num_dst, KF] = sum_s scale[i, s] * grad_out[i, s*KF : (s+1)*KF] (accumulated in acc_t<T> in
+// scaler order, rounded once): the gradient of the unscaled results of a scaled forward.
+template <typename T>
+void segment_reduce_fold_scales(const T* grad_out, const T* scale, int64_t num_dst,
+                                int64_t num_scales, int64_t KF, T* g);
 
 // grad_x [num_src, F] (contiguous), gathered over the transposed CSR (colptr, row): for source j,
 // the sum over its out-edges j -> i (in transposed-CSR order, duplicates once each) and the

@@ -28,6 +28,7 @@
 
 namespace iognn::cuda {
 
+using cpu::DegreeScales;
 using cpu::SegmentReduce;
 
 // Workspace bytes of segment_reduce_forward for num_dst rows, num_edges = col's length, F features.
@@ -35,14 +36,15 @@ template <typename T>
 size_t segment_reduce_forward_workspace(int64_t num_dst, int64_t num_edges, int64_t F);
 
 // Forward: x [num_src, F] with row stride x_stride (feature stride 1); out [num_dst, K*F]
-// contiguous; count_min / count_max [num_dst, F] written when min / max is requested (else
-// nullptr); mean [num_dst, F] written when var or std is requested (else nullptr).
+// contiguous ([num_dst, S*K*F] with degree scalers, the unscaled results in scales.plain: the
+// host kernel's contract); count_min / count_max [num_dst, F] written when min / max is requested
+// (else nullptr); mean [num_dst, F] written when var or std is requested (else nullptr).
 template <typename T, typename index_t>
 void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* x, int64_t x_stride,
                             int64_t num_dst, int64_t num_edges, int64_t F,
                             const std::vector<SegmentReduce>& reduces, T* out, index_t* count_min,
-                            index_t* count_max, acc_t<T>* mean, void* workspace,
-                            size_t workspace_bytes, cudaStream_t stream);
+                            index_t* count_max, acc_t<T>* mean, DegreeScales<T> scales,
+                            void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
 // Workspace bytes of segment_reduce_backward: the per-destination gradient coefficients (when the
 // reductions need them: var / std, or sum and mean together) and the heavy-source schedule.
@@ -65,5 +67,11 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
                              int64_t num_src, int64_t num_dst, int64_t num_edges, int64_t F,
                              const std::vector<SegmentReduce>& reduces, T* grad_x,
                              void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
+// g [num_dst, KF] = sum_s scale[i, s] * grad_out[i, s*KF : (s+1)*KF]: the host kernel's
+// segment_reduce_fold_scales (same order, same rounding), on `stream`.
+template <typename T>
+void segment_reduce_fold_scales(const T* grad_out, const T* scale, int64_t num_dst,
+                                int64_t num_scales, int64_t KF, T* g, cudaStream_t stream);
 
 }  // namespace iognn::cuda

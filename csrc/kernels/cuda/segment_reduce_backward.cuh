@@ -107,6 +107,23 @@ __global__ void coefficients_kernel(const index_t* rowptr, const T* out, const T
   }
 }
 
+// The gradient of the unscaled results of a scaled forward, one thread per (i, c), coalesced.
+template <typename T>
+__global__ void fold_scales_kernel(const T* grad_out, const T* scale, int64_t num_dst,
+                                   int64_t num_scales, int64_t KF, T* g) {
+  using acc = acc_t<T>;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < num_dst * KF; n += stride) {
+    const int64_t i = n / KF, c = n - i * KF;
+    acc sum = acc(0);
+    for (int64_t s = 0; s < num_scales; ++s) {  // scaler order, product then sum as the host does
+      const int64_t is = i * num_scales + s;
+      sum += mul_rn(to_acc(scale[is]), to_acc(grad_out[is * KF + c]));
+    }
+    g[n] = from_acc<T>(sum);
+  }
+}
+
 // VEC consecutive values (acc coefficients or tie counts) in loads of up to 16 bytes; the address
 // is aligned to min(16, VEC * sizeof(V)) bytes.
 template <int VEC, typename V>
@@ -343,6 +360,16 @@ size_t segment_reduce_backward_workspace(int64_t num_src, int64_t num_dst, int64
          sr::backward_plan<T>(num_src, num_edges, F).bytes;
 }
 
+template <typename T>
+void segment_reduce_fold_scales(const T* grad_out, const T* scale, int64_t num_dst,
+                                int64_t num_scales, int64_t KF, T* g, cudaStream_t stream) {
+  if (num_dst <= 0 || KF <= 0) return;
+  const int64_t blocks = std::min<int64_t>(sr::ceil_div(num_dst * KF, 256), 65536);
+  sr::fold_scales_kernel<T><<<unsigned(blocks), 256, 0, stream>>>(grad_out, scale, num_dst,
+                                                                   num_scales, KF, g);
+  sr::check_launch("segment_reduce fold scales");
+}
+
 template <typename T, typename index_t>
 void segment_reduce_backward(const index_t* colptr, const index_t* row, const index_t* rowptr,
                              const T* x, int64_t x_stride, const T* out, const index_t* count_min,
@@ -395,5 +422,7 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
 #define IOGNN_SEGMENT_REDUCE_BACKWARD_CUDA(T)                                                  \
   template size_t iognn::cuda::segment_reduce_backward_workspace<T>(                           \
       int64_t, int64_t, int64_t, int64_t, const std::vector<iognn::cuda::SegmentReduce>&);     \
+  template void iognn::cuda::segment_reduce_fold_scales<T>(const T*, const T*, int64_t,        \
+                                                           int64_t, int64_t, T*, cudaStream_t); \
   IOGNN_SEGMENT_REDUCE_BACKWARD_CUDA_FOR(T, int32_t)                                           \
   IOGNN_SEGMENT_REDUCE_BACKWARD_CUDA_FOR(T, int64_t)

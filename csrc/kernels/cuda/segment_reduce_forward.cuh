@@ -54,6 +54,7 @@ struct ForwardOp {
   index_t* count_min;
   index_t* count_max;
   acc* mean;
+  DegreeScales<T> scales;  // PNA's degree scalers, applied as the results are written (or none)
 
   __device__ int64_t offset(int64_t r) const { return int64_t(rowptr[r]); }
 
@@ -151,7 +152,8 @@ struct ForwardOp {
     return s;
   }
 
-  // Writes row r's K results (and the aux outputs) for features [f0, f0 + VEC), as the host does.
+  // Writes row r's K results (and the aux outputs) for features [f0, f0 + VEC), as the host does;
+  // with degree scalers the results go to plain and each scaled copy to its block of out.
   template <int VEC>
   __device__ void finalize(const State<VEC>& s, int64_t r, int64_t deg, int64_t f0) const {
     const acc count = acc(deg > 1 ? deg : 1);
@@ -161,7 +163,8 @@ struct ForwardOp {
       avg[e] = s.sum[e] / count;
       var[e] = s.sq[e] / count - mul_rn(avg[e], avg[e]);
     }
-    T* out_r = out + r * reduces.count * F + f0;
+    const int64_t K = reduces.count, S = scales.count;
+    T* res_r = (scales.scale ? scales.plain : out) + r * K * F + f0;
 #pragma unroll
     for (int k = 0; k < kMaxReduces; ++k) {
       if (k >= reduces.count) continue;
@@ -179,7 +182,14 @@ struct ForwardOp {
         }
         o.v[e] = from_acc<T>(v);
       }
-      store_pack<T, VEC>(out_r + k * F, o);
+      store_pack<T, VEC>(res_r + k * F, o);
+      for (int64_t sc = 0; scales.scale && sc < S; ++sc) {  // T(result) * T(scale), rounded
+        const acc factor = to_acc(scales.scale[r * S + sc]);
+        Pack<T, VEC> q;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) q.v[e] = from_acc<T>(to_acc(o.v[e]) * factor);
+        store_pack<T, VEC>(out + ((r * S + sc) * K + k) * F + f0, q);
+      }
     }
     const int64_t aux = r * F + f0;
 #pragma unroll
@@ -210,8 +220,8 @@ template <typename T, typename index_t>
 void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* x, int64_t x_stride,
                             int64_t num_dst, int64_t num_edges, int64_t F,
                             const std::vector<SegmentReduce>& reduces, T* out, index_t* count_min,
-                            index_t* count_max, acc_t<T>* mean, void* workspace,
-                            size_t workspace_bytes, cudaStream_t stream) {
+                            index_t* count_max, acc_t<T>* mean, DegreeScales<T> scales,
+                            void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   const sr::ReduceList list = sr::make_reduce_list(reduces);
   const bool want_sq = cpu::segment_reduce_needs_mean(reduces);
   const bool want_sum = want_sq || cpu::segment_reduce_has(reduces, SegmentReduce::kSum) ||
@@ -220,11 +230,12 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
   const bool want_max = cpu::segment_reduce_has(reduces, SegmentReduce::kMax);
   const sr::ForwardOp<T, index_t> op{rowptr,   col,     x,       x_stride, F,
                                      list,     want_sum, want_sq, want_min, want_max,
-                                     out,      count_min, count_max, mean};
+                                     out,      count_min, count_max, mean,    scales};
   const sr::HeavyPlan plan = sr::forward_plan<T>(num_dst, num_edges, F);
   // 16-byte packs when every packed access stays aligned; one element per lane otherwise.
   constexpr int kPack = kVec<T>;  // elements of one 16-byte pack
-  if (F % kPack == 0 && x_stride % kPack == 0 && is_aligned16(x) && is_aligned16(out))
+  if (F % kPack == 0 && x_stride % kPack == 0 && is_aligned16(x) && is_aligned16(out) &&
+      (!scales.scale || is_aligned16(scales.plain)))
     sr::run_schedule<kPack>(op, rowptr, num_dst, plan, workspace, workspace_bytes, stream);
   else
     sr::run_schedule<1>(op, rowptr, num_dst, plan, workspace, workspace_bytes, stream);
@@ -236,8 +247,8 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
 #define IOGNN_SEGMENT_REDUCE_FORWARD_CUDA_FOR(T, I)                                           \
   template void iognn::cuda::segment_reduce_forward<T, I>(                                    \
       const I*, const I*, const T*, int64_t, int64_t, int64_t, int64_t,                       \
-      const std::vector<iognn::cuda::SegmentReduce>&, T*, I*, I*, iognn::acc_t<T>*, void*,    \
-      size_t, cudaStream_t);
+      const std::vector<iognn::cuda::SegmentReduce>&, T*, I*, I*, iognn::acc_t<T>*,           \
+      iognn::cuda::DegreeScales<T>, void*, size_t, cudaStream_t);
 #define IOGNN_SEGMENT_REDUCE_FORWARD_CUDA(T)                                                   \
   template size_t iognn::cuda::segment_reduce_forward_workspace<T>(int64_t, int64_t, int64_t); \
   IOGNN_SEGMENT_REDUCE_FORWARD_CUDA_FOR(T, int32_t)                                            \

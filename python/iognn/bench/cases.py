@@ -23,6 +23,10 @@ gin         propagate(sum)                    GINConv(Linear(F, F))
 sum ... std segment_reduce(reduce)            SAGEConv(F, F, aggr=reduce)
 multi       segment_reduce([min,max,mean,std]) SAGEConv(F, F, aggr=[min, max, mean, std])
             (+ iognn-separate: the four one by one)
+pna         DegreeScalerAggregation(the four, PNAConv(F, F, the four, the three scalers)
+            identity / amplification /
+            attenuation): scalers in the kernel
+            (+ iognn-separate: scaled after)
 gat         gat_attention                     GATConv(F, C, heads=H, add_self_loops=False)
 gatv2       gatv2_attention                   GATv2Conv(F, C, heads=H, add_self_loops=False)
 transformer transformer_attention             TransformerConv(F, C, heads=H)
@@ -232,6 +236,48 @@ class ReduceCase(Case):
         return (w.feat, w.feat), {"aggr": self.reduce}
 
 
+PNA_SCALERS = ("identity", "amplification", "attenuation")
+PNA_DEGREE_HISTOGRAM = (0,) * 16 + (1,)  # the normalisers only: every node of degree 16
+
+
+class DegreeScalerCase(ReduceCase):
+    """PNA's aggregation: the MULTI reductions times the degree scalers. iognn runs the scalers
+    in the reduction kernel's epilogue; iognn-separate is the same reduction scaled afterwards by
+    torch (what the module does for aggregations it cannot fuse)."""
+    layer_class = "PNAConv"
+
+    @property
+    def reduce(self):
+        return list(MULTI)
+
+    def _aggregation(self, package: str = "torch_geometric.nn.aggr"):
+        cls = optional_attr(package, "DegreeScalerAggregation")
+        return cls(list(MULTI), list(PNA_SCALERS), deg=torch.tensor(PNA_DEGREE_HISTOGRAM))
+
+    def op_impls(self, w: Workload) -> Dict[str, Builder]:
+        return {"pyg": self._pyg, "iognn-separate": self._iognn_separate, "iognn": self._iognn}
+
+    def _iognn(self, g: PreparedGraph, w: Workload, _m) -> Fn:
+        module = self._aggregation("iognn.nn.aggr").to(g.device)
+        graph = g.iognn_graph("keep")
+        return lambda x: module.aggregate(graph, x)
+
+    def _iognn_separate(self, g: PreparedGraph, w: Workload, _m) -> Fn:
+        segment_reduce = optional_attr("iognn.ops.segment_reduce", "segment_reduce")
+        module = self._aggregation("iognn.nn.aggr").to(g.device)
+        graph = g.iognn_graph("keep")
+
+        def fn(x: Tensor) -> Tensor:
+            out = segment_reduce(graph, x, self.reduce)
+            scale = module.degree_scales(graph.degree("in"), x)
+            return torch.cat([out * scale[:, s:s + 1] for s in range(scale.size(1))], dim=1)
+        return fn
+
+    def layer_args(self, w: Workload, template=None):
+        return (w.feat, w.feat), {"aggregators": list(MULTI), "scalers": list(PNA_SCALERS),
+                                  "deg": torch.tensor(PNA_DEGREE_HISTOGRAM)}
+
+
 # ---- attention --------------------------------------------------------------------------------
 NEGATIVE_SLOPE = 0.2  # PyG's default for GAT and GATv2
 
@@ -305,6 +351,7 @@ class AttentionCase(Case):
 CASES: Dict[str, Case] = {
     **{op: PropagateCase(op) for op in PropagateCase.SPEC},
     **{op: ReduceCase(op) for op in ("sum", "mean", "min", "max", "std", "multi")},
+    "pna": DegreeScalerCase("pna"),
     **{op: AttentionCase(op) for op in AttentionCase.SPEC},
 }
 FAMILIES: Dict[str, List[str]] = {}

@@ -11,6 +11,8 @@ N nodes, E edges (E + N for GCN, whose loops are added), width F, head count H, 
               min/max; bwd: N*F*s grad_x written, plus per reduction: sum/mean E*F*s (grad rows
               gathered), min/max N*F*(s+i) (grad and arg index read once), std 3*E*F*s (grad, mean
               and std rows gathered) + N*F*s (x re-read).
+              pna: multi with S = 3 degree scalers: N*S*K*F*s written forward, and the same
+              read once backward (the scaled gradient, folded into one block).
 * attention   (fp32 softmax statistics: max and sum per destination and head, 8*N*H bytes written)
               gat         fwd: E*D*s + E*H*s gathered (x_j, alpha_src_j), N*H*s read, N*D*s written;
                           bwd: 2*E*D*s (x_j, grad_out_i) + E*H*(2s+12) (logits, statistics,
@@ -20,7 +22,8 @@ N nodes, E edges (E + N for GCN, whose loops are added), width F, head count H, 
               transformer fwd: 2*E*D*s (k_j, v_j) gathered, 2*N*D*s (q read, out written);
                           bwd: 4*E*D*s (k_j, v_j, q_i, grad_out_i) + 12*E*H gathered, 7*N*D*s.
 * layers add their dense maps: each Linear(in, out) reads N*in*s and writes N*out*s forward, and
-  reads N*(2*out + in)*s and writes N*in*s backward (grad_input and grad_weight).
+  reads N*(2*out + in)*s and writes N*in*s backward (grad_input and grad_weight); PNAConv's
+  pre-map Linear(2F, F) runs on the E messages instead (E in place of N).
 
 It is the traffic of an implementation that fetches every gathered row from memory: an IO-aware
 kernel without cache reuse reaches about 100% of it, and a fraction above 100% means that gathers
@@ -36,7 +39,7 @@ from typing import List, Tuple
 
 import torch
 
-from .cases import MULTI, Workload
+from .cases import MULTI, PNA_SCALERS, Workload
 from .prepared import PreparedGraph
 
 INT32_MAX = 2**31 - 1
@@ -56,8 +59,9 @@ def floor_bytes(w: Workload, g: PreparedGraph) -> Tuple[int, int]:
         fwd, bwd = _attention(w.op, n, e, w.heads, w.head_dim, s, i)
     if w.level == "layer":
         for fan_in, fan_out in _linears(w):
-            fwd += n * (fan_in + fan_out) * s
-            bwd += n * (2 * fan_out + 2 * fan_in) * s
+            rows = e if (w.op, fan_in) == ("pna", 2 * f) else n
+            fwd += rows * (fan_in + fan_out) * s
+            bwd += rows * (2 * fan_out + 2 * fan_in) * s
     return fwd, bwd
 
 
@@ -72,10 +76,11 @@ def _propagate(op: str, n: int, e: int, f: int, s: int, i: int) -> Tuple[int, in
 
 
 def _reduce(op: str, n: int, e: int, f: int, s: int, i: int) -> Tuple[int, int]:
-    reductions = list(MULTI) if op == "multi" else [op]
+    reductions = list(MULTI) if op in ("multi", "pna") else [op]
+    scaled = n * len(PNA_SCALERS) * len(reductions) * f * s if op == "pna" else 0
     args = sum(r in ("min", "max") for r in reductions)
-    fwd = e * f * s + n * len(reductions) * f * s + args * n * f * i + _csr(n, e, i)
-    bwd = n * f * s + _csr(n, e, i)
+    fwd = e * f * s + (scaled or n * len(reductions) * f * s) + args * n * f * i + _csr(n, e, i)
+    bwd = scaled + n * f * s + _csr(n, e, i)
     for r in reductions:
         if r in ("sum", "mean"):
             bwd += e * f * s
@@ -109,6 +114,8 @@ def _linears(w: Workload) -> List[Tuple[int, int]]:
         return [(f, f)]
     if w.op == "sage":
         return [(f, f), (f, f)]
+    if w.op == "pna":  # pre-map on the messages, post-map on [x, scaled aggregations], lin
+        return [(2 * f, f), ((len(PNA_SCALERS) * len(MULTI) + 1) * f, f), (f, f)]
     if w.case.family == "reduce":
         k = len(MULTI) if w.op == "multi" else 1
         return [(k * f, f), (f, f)]

@@ -16,11 +16,18 @@ torch); a NaN result sends NaN to every message of the row.
 Backward: a deterministic gather over the transposed CSR (no atomics); the forward keeps, per
 destination and feature, how many messages hold the min / max (the tie count) and the mean of
 var / std, so that nothing is recomputed.
+
+Degree scalers (PNA, ``DegreeScalerAggregation``): ``scale [num_dst, S]`` multiplies the results
+in the kernel's epilogue, ``out = cat_s(scale[:, s:s+1] * results)`` (``[num_dst, S * K * F]``),
+rounded exactly as that torch expression in x's dtype; no scaled copy is made in between. The
+kernel also keeps the unscaled results for the backward, which folds the S gradient blocks into
+one before its gather. ``scale`` may require grad (PNA's ``train_norm``): its gradient is
+``sum_c grad_out[i, s, c] * results[i, c]``.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import List, Union
+from typing import List, Optional, Union
 
 import torch
 from torch import Tensor
@@ -47,7 +54,8 @@ def _reduce_list(reduce: Union[str, Sequence[str]]) -> List[str]:
     return names
 
 
-def segment_reduce(graph, x: Tensor, reduce: Union[str, Sequence[str]]) -> Tensor:
+def segment_reduce(graph, x: Tensor, reduce: Union[str, Sequence[str]],
+                   scale: Optional[Tensor] = None) -> Tensor:
     """Aggregates ``x[src]`` over the in-edges of every destination of ``graph``.
 
     Args:
@@ -55,57 +63,80 @@ def segment_reduce(graph, x: Tensor, reduce: Union[str, Sequence[str]]) -> Tenso
         x: source features ``[num_src_nodes, F]`` (any row stride).
         reduce: one of ``'sum'``, ``'mean'``, ``'min'``, ``'max'``, ``'var'``, ``'std'``, or a
             sequence of distinct names computed together.
+        scale: optional degree scalers ``[num_dst_nodes, S]`` in the dtype of ``x`` (PNA's
+            amplification, attenuation, ...: functions of the in-degree).
     Returns:
-        ``[num_dst_nodes, K * F]`` in the dtype of ``x``, the K results concatenated in order.
+        ``[num_dst_nodes, K * F]`` in the dtype of ``x``, the K results concatenated in order;
+        with ``scale``, ``[num_dst_nodes, S * K * F]``: S such blocks, block s multiplied by
+        ``scale[:, s]``.
     """
     check_graph(graph)
     names = _reduce_list(reduce)
     check_features("x", x, graph, graph.num_src_nodes)
-    out, _, _, _ = torch.ops.iognn.segment_reduce(graph.rowptr, graph.col, graph.colptr, graph.row,
-                                                  x, names)
+    if scale is not None:
+        if not isinstance(scale, Tensor):
+            raise TypeError(f"scale must be a Tensor or None, got {type(scale).__name__}")
+        if scale.dim() != 2 or scale.size(0) != graph.num_dst_nodes or scale.size(1) < 1:
+            raise ValueError(f"scale must have shape [num_dst_nodes={graph.num_dst_nodes}, S >= 1], "
+                             f"got {list(scale.shape)}")
+        if scale.dtype != x.dtype:
+            raise TypeError(f"scale must have the dtype of x ({x.dtype}), got {scale.dtype}")
+    out = torch.ops.iognn.segment_reduce(graph.rowptr, graph.col, graph.colptr, graph.row, x,
+                                         names, scale)[0]
     return out
 
 
 # ---- registration: fake kernels and autograd -------------------------------------------------
 @torch.library.register_fake("iognn::segment_reduce")
-def _segment_reduce_fake(rowptr, col, colptr, row, x, reduces):
+def _segment_reduce_fake(rowptr, col, colptr, row, x, reduces, scale=None):
     num_dst, F = rowptr.size(0) - 1, x.size(1)
+    KF = len(reduces) * F
 
-    def aux(present, like, dtype):
-        return like.new_empty((num_dst, F) if present else (0,), dtype=dtype)
+    def aux(present, like, dtype, cols=F):
+        return like.new_empty((num_dst, cols) if present else (0,), dtype=dtype)
 
-    out = x.new_empty(num_dst, len(reduces) * F)
+    out = x.new_empty(num_dst, (1 if scale is None else scale.size(1)) * KF)
     count_min = aux("min" in reduces, rowptr, rowptr.dtype)
     count_max = aux("max" in reduces, rowptr, rowptr.dtype)
     mean = aux("var" in reduces or "std" in reduces, x, acc_dtype(x.dtype))
-    return out, count_min, count_max, mean
+    plain = aux(scale is not None, x, x.dtype, KF)
+    return out, count_min, count_max, mean, plain
 
 
 @torch.library.register_fake("iognn::segment_reduce_backward")
 def _segment_reduce_backward_fake(colptr, row, rowptr, x, out, count_min, count_max, mean,
-                                  grad_out, reduces):
+                                  grad_out, reduces, scale=None):
     return x.new_empty(colptr.size(0) - 1, x.size(1))
 
 
 def _setup_context(ctx, inputs, output):
-    rowptr, col, colptr, row, x, reduces = inputs
-    out, count_min, count_max, mean = output
+    rowptr, col, colptr, row, x, reduces, scale = inputs
+    out, count_min, count_max, mean, plain = output
     ctx.reduces = reduces
-    ctx.mark_non_differentiable(count_min, count_max, mean)
+    ctx.mark_non_differentiable(count_min, count_max, mean, plain)
     # The auxiliary outputs never receive a gradient: without this autograd would hand the backward
     # zero-filled [num_dst, F] tensors for them (an [N, F] allocation and memset per step).
     ctx.set_materialize_grads(False)
-    ctx.save_for_backward(rowptr, colptr, row, x, out, count_min, count_max, mean)
+    # The backward reads the unscaled results: out itself, or plain when scaled.
+    results = out if scale is None else plain
+    ctx.save_for_backward(rowptr, colptr, row, x, results, count_min, count_max, mean, scale)
 
 
-def _backward(ctx, grad_out, _grad_count_min, _grad_count_max, _grad_mean):
-    rowptr, colptr, row, x, out, count_min, count_max, mean = ctx.saved_tensors
-    grad_x = None
-    if ctx.needs_input_grad[4] and grad_out is not None:
-        grad_x = torch.ops.iognn.segment_reduce_backward(colptr, row, rowptr, x, out, count_min,
-                                                         count_max, mean, grad_out.contiguous(),
-                                                         ctx.reduces)
-    return None, None, None, None, grad_x, None
+def _backward(ctx, grad_out, _grad_count_min, _grad_count_max, _grad_mean, _grad_plain):
+    rowptr, colptr, row, x, results, count_min, count_max, mean, scale = ctx.saved_tensors
+    grad_x = grad_scale = None
+    if grad_out is None:
+        return None, None, None, None, None, None, None
+    grad_out = grad_out.contiguous()
+    if ctx.needs_input_grad[4]:
+        grad_x = torch.ops.iognn.segment_reduce_backward(colptr, row, rowptr, x, results,
+                                                         count_min, count_max, mean, grad_out,
+                                                         ctx.reduces, scale)
+    if scale is not None and ctx.needs_input_grad[6]:  # sum_c grad_out[i, s, c] * results[i, c]
+        (num_dst, num_scales), width = scale.shape, results.size(1)
+        grad_scale = torch.bmm(grad_out.view(num_dst, num_scales, width),
+                               results.view(num_dst, width, 1)).view(num_dst, num_scales)
+    return None, None, None, None, grad_x, None, grad_scale
 
 
 torch.library.register_autograd("iognn::segment_reduce", _backward, setup_context=_setup_context)

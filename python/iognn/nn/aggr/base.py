@@ -17,7 +17,7 @@ Two entry points:
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 import torch
 from torch import Tensor
@@ -35,6 +35,12 @@ class Aggregation(torch.nn.Module):
 
     def aggregate(self, graph, x: Tensor) -> Tensor:
         raise NotImplementedError
+
+    def fused_reduces(self) -> Optional[List[str]]:
+        """The ``segment_reduce`` names whose concatenated results (``[N, K * F]`` for
+        ``x [E, F]``) are exactly this aggregation, or None. Wrappers (DegreeScalerAggregation)
+        use it to hand the whole reduction to one kernel with their own epilogue."""
+        return None
 
     def forward(self, x: Tensor, index: Optional[Tensor] = None, ptr: Optional[Tensor] = None,
                 dim_size: Optional[int] = None, dim: int = -2) -> Tensor:

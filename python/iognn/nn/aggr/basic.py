@@ -10,6 +10,8 @@ min / max ties: the gradient is split evenly among tied messages, exactly as PyG
 from __future__ import annotations
 
 import math
+from typing import List, Optional
+
 import torch
 from torch import Tensor
 
@@ -24,6 +26,9 @@ class _Reduction(Aggregation):
 
     def aggregate(self, graph, x: Tensor) -> Tensor:
         return unflat(segment_reduce(graph, flat(x), self.reduce), x)
+
+    def fused_reduces(self) -> Optional[List[str]]:
+        return None if getattr(self, "semi_grad", False) else [self.reduce]
 
 
 class SumAggregation(_Reduction):

@@ -103,6 +103,15 @@ class MultiAggregation(Aggregation):
                 plan.append(a.reduce)
         return plan
 
+    def fused_reduces(self) -> Optional[List[str]]:
+        """The children as one ``segment_reduce`` call, when they all are distinct plain
+        reductions combined by 'cat'."""
+        plan = self._plan()
+        if (self.mode != "cat" and len(plan) > 1) or len(set(plan)) != len(plan) or any(
+                n is None or n.startswith("semi") for n in plan):
+            return None
+        return plan
+
     def aggregate(self, graph, x: Tensor) -> Tensor:
         plan = self._plan()
         names = list(dict.fromkeys(n for n in plan if n is not None and not n.startswith("semi")))
