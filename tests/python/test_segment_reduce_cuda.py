@@ -429,7 +429,8 @@ def test_device_mismatch_raises():
 def degree_like_scale(g, dtype, seed):
     """[N, 3] factors like PNA's (identity, amplification, a random positive one), in dtype."""
     deg = g.degree("in").to(dtype)
-    rand = torch.rand(deg.shape, generator=torch.Generator().manual_seed(seed)).to(dtype) + 0.5
+    gen = torch.Generator().manual_seed(seed)
+    rand = torch.rand(deg.shape, generator=gen).to(deg.device, dtype) + 0.5
     return torch.stack([torch.ones_like(deg), torch.log(deg + 1) / 2.5, rand], dim=1)
 
 
