@@ -33,7 +33,10 @@ size_t forward_slot_bytes(int64_t F) {
   return align_up(4 * size_t(F) * sizeof(acc_t<T>), 16) + align_up(2 * size_t(F) * 8, 16);
 }
 
-template <typename T, typename index_t>
+// kScaled: PNA's degree scalers in the epilogue, a kernel of its own so that the plain kernel keeps
+// its registers (the scaled epilogue takes 16 more, 56 -> 72 for fp32 with int32 indices: in one
+// kernel with a runtime switch, the plain forward on an H200 slowed by ~20%).
+template <typename T, typename index_t, bool kScaled>
 struct ForwardOp {
   using acc = acc_t<T>;
   static constexpr int kMinBlocks = 1;  // blocks per SM the kernels are compiled for (no cap)
@@ -54,7 +57,7 @@ struct ForwardOp {
   index_t* count_min;
   index_t* count_max;
   acc* mean;
-  DegreeScales<T> scales;  // PNA's degree scalers, applied as the results are written (or none)
+  DegreeScales<T> scales;  // kScaled: PNA's degree scalers, applied as the results are written
 
   __device__ int64_t offset(int64_t r) const { return int64_t(rowptr[r]); }
 
@@ -163,8 +166,8 @@ struct ForwardOp {
       avg[e] = s.sum[e] / count;
       var[e] = s.sq[e] / count - mul_rn(avg[e], avg[e]);
     }
-    const int64_t K = reduces.count, S = scales.count;
-    T* res_r = (scales.scale ? scales.plain : out) + r * K * F + f0;
+    const int64_t K = reduces.count;
+    T* res_r = (kScaled ? scales.plain : out) + r * K * F + f0;
 #pragma unroll
     for (int k = 0; k < kMaxReduces; ++k) {
       if (k >= reduces.count) continue;
@@ -183,12 +186,15 @@ struct ForwardOp {
         o.v[e] = from_acc<T>(v);
       }
       store_pack<T, VEC>(res_r + k * F, o);
-      for (int64_t sc = 0; scales.scale && sc < S; ++sc) {  // T(result) * T(scale), rounded
-        const acc factor = to_acc(scales.scale[r * S + sc]);
-        Pack<T, VEC> q;
+      if constexpr (kScaled) {
+        const int64_t S = scales.count;
+        for (int64_t sc = 0; sc < S; ++sc) {  // T(result) * T(scale), rounded
+          const acc factor = to_acc(scales.scale[r * S + sc]);
+          Pack<T, VEC> q;
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) q.v[e] = from_acc<T>(to_acc(o.v[e]) * factor);
-        store_pack<T, VEC>(out + ((r * S + sc) * K + k) * F + f0, q);
+          for (int e = 0; e < VEC; ++e) q.v[e] = from_acc<T>(to_acc(o.v[e]) * factor);
+          store_pack<T, VEC>(out + ((r * S + sc) * K + k) * F + f0, q);
+        }
       }
     }
     const int64_t aux = r * F + f0;
@@ -228,17 +234,22 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
                         cpu::segment_reduce_has(reduces, SegmentReduce::kMean);
   const bool want_min = cpu::segment_reduce_has(reduces, SegmentReduce::kMin);
   const bool want_max = cpu::segment_reduce_has(reduces, SegmentReduce::kMax);
-  const sr::ForwardOp<T, index_t> op{rowptr,   col,     x,       x_stride, F,
-                                     list,     want_sum, want_sq, want_min, want_max,
-                                     out,      count_min, count_max, mean,    scales};
   const sr::HeavyPlan plan = sr::forward_plan<T>(num_dst, num_edges, F);
   // 16-byte packs when every packed access stays aligned; one element per lane otherwise.
   constexpr int kPack = kVec<T>;  // elements of one 16-byte pack
-  if (F % kPack == 0 && x_stride % kPack == 0 && is_aligned16(x) && is_aligned16(out) &&
-      (!scales.scale || is_aligned16(scales.plain)))
-    sr::run_schedule<kPack>(op, rowptr, num_dst, plan, workspace, workspace_bytes, stream);
-  else
-    sr::run_schedule<1>(op, rowptr, num_dst, plan, workspace, workspace_bytes, stream);
+  const bool packed = F % kPack == 0 && x_stride % kPack == 0 && is_aligned16(x) &&
+                      is_aligned16(out) && (!scales.scale || is_aligned16(scales.plain));
+  const auto run = [&](auto scaled) {
+    const sr::ForwardOp<T, index_t, decltype(scaled)::value> op{
+        rowptr, col,       x,         x_stride, F,   list,  want_sum, want_sq,
+        want_min, want_max, out, count_min, count_max, mean, scales};
+    if (packed)
+      sr::run_schedule<kPack>(op, rowptr, num_dst, plan, workspace, workspace_bytes, stream);
+    else
+      sr::run_schedule<1>(op, rowptr, num_dst, plan, workspace, workspace_bytes, stream);
+  };
+  if (scales.scale) run(std::true_type{});
+  else run(std::false_type{});
 }
 
 }  // namespace iognn::cuda

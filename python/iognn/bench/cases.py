@@ -219,7 +219,7 @@ class ReduceCase(Case):
         return {"pyg": self._pyg, "iognn": self._iognn}
 
     def _pyg(self, g: PreparedGraph, w: Workload, _m) -> Fn:
-        aggr = self._aggregation()
+        aggr = self._aggregation().to(g.device)  # buffers (DegreeScalerAggregation's norms)
         return lambda x: aggr(x.index_select(0, g.src), index=g.dst, dim_size=g.num_nodes)
 
     def _iognn(self, g: PreparedGraph, w: Workload, _m) -> Fn:
