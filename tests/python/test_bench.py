@@ -86,9 +86,11 @@ def test_quick_suite_measures_and_checks(quick):
     assert len(propagate) == 6 and all(r["check"] == "ok" for r in propagate)
 
 
-def test_multi_has_the_separate_reductions_beside_the_fused_op(quick):
+@pytest.mark.parametrize("op", ["multi", "pna"])
+def test_fused_reductions_have_the_separate_path_beside_them(quick, op):
+    """multi: the four reductions one by one; pna: the fused reduction scaled afterwards."""
     _, report, out = quick
-    rows = [r for r in report["results"] if r["op"] == "multi" and r["level"] == "op"]
+    rows = [r for r in report["results"] if r["op"] == op and r["level"] == "op"]
     assert rows
     for graph in {r["graph"] for r in rows}:
         impls = [r for r in rows if r["graph"] == graph]
@@ -96,9 +98,10 @@ def test_multi_has_the_separate_reductions_beside_the_fused_op(quick):
         for r in impls[1:]:  # both iognn rows run and match PyG (outputs and gradients)
             assert r["status"] == "ok" and r["check"] == "ok", (r["impl"], r["message"])
             assert r["fwd_ms"] > 0 and r["bwd_ms"] > 0
-    layer = {r["impl"] for r in report["results"] if r["op"] == "multi" and r["level"] == "layer"}
-    assert "iognn-separate" not in layer  # an op-level comparison only
-    assert "| multi | op | fp32 | iognn-separate |" in (out / "results.md").read_text()
+    layer = [r for r in report["results"] if r["op"] == op and r["level"] == "layer"]
+    assert [r["impl"] for r in layer if r["graph"] == rows[0]["graph"]] == ["pyg", "iognn"]
+    assert all(r["check"] in ("ok", "ref") for r in layer), [r["message"] for r in layer]
+    assert f"| {op} | op | fp32 | iognn-separate |" in (out / "results.md").read_text()
 
 
 def test_quick_suite_writes_markdown_and_plots(quick):
