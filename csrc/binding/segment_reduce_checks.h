@@ -129,7 +129,9 @@ inline SegmentReduceCall check_segment_reduce_backward(
   return call;
 }
 
-using SegmentReduceOutputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+// (out, count_min, count_max, mean, plain)
+using SegmentReduceOutputs =
+    std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 // Uninitialised forward outputs (out, count_min, count_max, mean, plain): out [num_dst, K*F] like
 // x ([num_dst, S*K*F] with S degree scalers); count_min / count_max [num_dst, F] in the index

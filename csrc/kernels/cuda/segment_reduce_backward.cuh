@@ -23,10 +23,10 @@ namespace sr {
 // them with var / std: then a - b * mean is tabulated instead of a, so an edge reads two
 // coefficients, not three (b * x_j - b * mean_i is also how PyG's autograd sums the two paths of
 // E[x^2] - E[x]^2). A single sum or mean without var / std is read straight from grad_out (mean
-// scaled by 1 / deg_i); var / std alone read b and the forward's mean. (2) The schedule's gather over
-// the transposed CSR, one sweep per part (linear; min and max together), each taking a batch of
-// out-edges at a time with every load of the batch (a or g, b; the min / max results, their
-// gradients and tie counts) issued before any is used. So a batch costs one memory round trip per
+// scaled by 1 / deg_i); var / std alone read b and the forward's mean. (2) The schedule's gather
+// over the transposed CSR, one sweep per part (linear; min and max together), each taking a batch
+// of out-edges at a time with every load of the batch (a or g, b, maybe mean; the min / max
+// results, their gradients and tie counts) issued before any is used. So a batch costs one memory round trip per
 // part: the extremum loads are unconditional although only the edges holding a result
 // (segment_extremum.h) use them, because the kernel is bound by round trips, not bytes (measured
 // on an H200: the min backward on uniform:1000000:16 took 8.54 ms with the gradient and count

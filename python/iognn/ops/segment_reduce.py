@@ -77,8 +77,8 @@ def segment_reduce(graph, x: Tensor, reduce: Union[str, Sequence[str]],
         if not isinstance(scale, Tensor):
             raise TypeError(f"scale must be a Tensor or None, got {type(scale).__name__}")
         if scale.dim() != 2 or scale.size(0) != graph.num_dst_nodes or scale.size(1) < 1:
-            raise ValueError(f"scale must have shape [num_dst_nodes={graph.num_dst_nodes}, S >= 1], "
-                             f"got {list(scale.shape)}")
+            raise ValueError(f"scale must have shape [num_dst_nodes={graph.num_dst_nodes}, "
+                             f"S >= 1], got {list(scale.shape)}")
         if scale.dtype != x.dtype:
             raise TypeError(f"scale must have the dtype of x ({x.dtype}), got {scale.dtype}")
     out = torch.ops.iognn.segment_reduce(graph.rowptr, graph.col, graph.colptr, graph.row, x,
