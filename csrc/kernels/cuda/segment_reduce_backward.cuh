@@ -26,18 +26,19 @@ namespace sr {
 // scaled by 1 / deg_i); var / std alone read b and the forward's mean. (2) The schedule's gather
 // over the transposed CSR, one sweep per part (linear; min and max together), each taking a batch
 // of out-edges at a time with every load of the batch (a or g, b, maybe mean; the min / max
-// results, their gradients and tie counts) issued before any is used. So a batch costs one memory round trip per
-// part: the extremum loads are unconditional although only the edges holding a result
-// (segment_extremum.h) use them, because the kernel is bound by round trips, not bytes (measured
-// on an H200: the min backward on uniform:1000000:16 took 8.54 ms with the gradient and count
-// fetched in a second round trip for the holders only, 7.15 ms so).
+// results, their gradients and tie counts) issued before any is used. So a batch costs one memory
+// round trip per part: the extremum loads are unconditional although only the edges holding a
+// result (segment_extremum.h) use them, because the kernel is bound by round trips, not bytes
+// (measured on an H200: the min backward on uniform:1000000:16 took 8.54 ms with the gradient and
+// count fetched in a second round trip for the holders only, 7.15 ms so).
 struct BackwardTable {
   size_t a_offset = 0, b_offset = 0, bytes = 0;  // a / b: [num_dst, F] acc arrays when present
   bool has_a = false, has_b = false;
 };
 
 template <typename T>
-BackwardTable backward_table(int64_t num_dst, int64_t F, const std::vector<SegmentReduce>& reduces) {
+BackwardTable backward_table(int64_t num_dst, int64_t F,
+                             const std::vector<SegmentReduce>& reduces) {
   BackwardTable t;
   const bool sum = cpu::segment_reduce_has(reduces, SegmentReduce::kSum);
   const bool mean = cpu::segment_reduce_has(reduces, SegmentReduce::kMean);
