@@ -58,8 +58,7 @@ def floor_bytes(w: Workload, g: PreparedGraph) -> Tuple[int, int]:
     else:
         fwd, bwd = _attention(w.op, n, e, w.heads, w.head_dim, s, i)
     if w.level == "layer":
-        for fan_in, fan_out in _linears(w):
-            rows = e if (w.op, fan_in) == ("pna", 2 * f) else n
+        for rows, fan_in, fan_out in _linears(w, n, e):
             fwd += rows * (fan_in + fan_out) * s
             bwd += rows * (2 * fan_out + 2 * fan_in) * s
     return fwd, bwd
@@ -77,10 +76,11 @@ def _propagate(op: str, n: int, e: int, f: int, s: int, i: int) -> Tuple[int, in
 
 def _reduce(op: str, n: int, e: int, f: int, s: int, i: int) -> Tuple[int, int]:
     reductions = list(MULTI) if op in ("multi", "pna") else [op]
-    scaled = n * len(PNA_SCALERS) * len(reductions) * f * s if op == "pna" else 0
+    scalers = len(PNA_SCALERS) if op == "pna" else 1
+    written = n * scalers * len(reductions) * f * s
     args = sum(r in ("min", "max") for r in reductions)
-    fwd = e * f * s + (scaled or n * len(reductions) * f * s) + args * n * f * i + _csr(n, e, i)
-    bwd = scaled + n * f * s + _csr(n, e, i)
+    fwd = e * f * s + written + args * n * f * i + _csr(n, e, i)
+    bwd = (written if scalers > 1 else 0) + n * f * s + _csr(n, e, i)
     for r in reductions:
         if r in ("sum", "mean"):
             bwd += e * f * s
@@ -107,20 +107,20 @@ def _attention(op: str, n: int, e: int, h: int, c: int, s: int, i: int) -> Tuple
     return fwd, bwd
 
 
-def _linears(w: Workload) -> List[Tuple[int, int]]:
-    """(in, out) of the dense maps of the layer (see cases.py for the layer of each op)."""
+def _linears(w: Workload, n: int, e: int) -> List[Tuple[int, int, int]]:
+    """(rows, in, out) of the dense maps of the layer (see cases.py for the layer of each op)."""
     f = w.feat
     if w.op in ("gcn", "gin"):
-        return [(f, f)]
+        return [(n, f, f)]
     if w.op == "sage":
-        return [(f, f), (f, f)]
-    if w.op == "pna":  # pre-map on the messages, post-map on [x, scaled aggregations], lin
-        return [(2 * f, f), ((len(PNA_SCALERS) * len(MULTI) + 1) * f, f), (f, f)]
+        return [(n, f, f), (n, f, f)]
+    if w.op == "pna":  # pre-map on the E messages, post-map on [x, scaled aggregations], lin
+        return [(e, 2 * f, f), (n, (len(PNA_SCALERS) * len(MULTI) + 1) * f, f), (n, f, f)]
     if w.case.family == "reduce":
         k = len(MULTI) if w.op == "multi" else 1
-        return [(k * f, f), (f, f)]
+        return [(n, k * f, f), (n, f, f)]
     d = w.heads * w.head_dim
-    return {"gat": [(f, d)], "gatv2": [(f, d)] * 2, "transformer": [(f, d)] * 4}[w.op]
+    return [(n, f, d)] * {"gat": 1, "gatv2": 2, "transformer": 4}[w.op]
 
 
 def measure_bandwidth(device: torch.device, nbytes: int = 1 << 30, repeats: int = 10) -> float:

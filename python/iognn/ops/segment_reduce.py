@@ -81,9 +81,8 @@ def segment_reduce(graph, x: Tensor, reduce: Union[str, Sequence[str]],
                              f"S >= 1], got {list(scale.shape)}")
         if scale.dtype != x.dtype:
             raise TypeError(f"scale must have the dtype of x ({x.dtype}), got {scale.dtype}")
-    out = torch.ops.iognn.segment_reduce(graph.rowptr, graph.col, graph.colptr, graph.row, x,
-                                         names, scale)[0]
-    return out
+    return torch.ops.iognn.segment_reduce(graph.rowptr, graph.col, graph.colptr, graph.row, x,
+                                          names, scale)[0]
 
 
 # ---- registration: fake kernels and autograd -------------------------------------------------
