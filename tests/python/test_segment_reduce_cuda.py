@@ -321,6 +321,24 @@ def test_bitwise_deterministic(dtype, values):
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("F", [3, 64], ids=["per-element", "packed"])
+def test_tabulated_min_max_shares_equal_the_direct_reads(F, dtype):
+    # With var (or any reduction of the coefficient pre-pass) min and max read their tabulated
+    # shares; alone they read the result, gradient and tie count per edge. A zero var gradient
+    # adds exact zeros before the shares, so both paths must give the same grad_x bit for bit,
+    # on light and split (heavy) source rows, with ties and zero results.
+    g = graph_with_hubs(400, [3000, 300], 2500, seed=41, out_degrees=[5000, 600]).to("cuda")
+    gen = torch.Generator().manual_seed(42)
+    x = tied_features(400, F, gen, dtype).cuda()
+    grad = torch.randn(400, 3 * F, generator=gen).to(dtype).cuda()
+    grad[:, 2 * F:] = 0
+    direct = run_op(g, x, ["min", "max"], grad[:, :2 * F].contiguous())[4]
+    shared = run_op(g, x, ["min", "max", "var"], grad)[4]
+    assert torch.equal(direct, shared)
+    assert direct.abs().sum() > 0
+
+
 def test_non_default_stream():
     g = graph_with_hubs(500, [5000, 700], 3000, seed=19, out_degrees=[4000]).to("cuda")
     gen = torch.Generator().manual_seed(20)

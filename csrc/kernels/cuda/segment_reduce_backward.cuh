@@ -23,7 +23,11 @@ namespace sr {
 // them with var / std: then a - b * mean is tabulated instead of a, so an edge reads two
 // coefficients, not three (b * x_j - b * mean_i is also how PyG's autograd sums the two paths of
 // E[x^2] - E[x]^2). A single sum or mean without var / std is read straight from grad_out (mean
-// scaled by 1 / deg_i); var / std alone read b and the forward's mean. (2) The schedule's gather
+// scaled by 1 / deg_i); var / std alone read b and the forward's mean. When this step runs anyway
+// (a or b tabulated) it also tabulates the min / max shares, extremum_share(o, count, g), so an
+// edge reads two rows per extremum (its result and share) instead of three (result, gradient, tie
+// count); min / max alone keep the three reads, since the share tables would cost their memory
+// target two more [num_dst, F] arrays. (2) The schedule's gather
 // over the transposed CSR, one sweep per part (linear; min and max together), each taking a batch
 // of out-edges at a time with every load of the batch (a or g, b, maybe mean; the min / max
 // results, their gradients and tie counts) issued before any is used. So a batch costs one memory
@@ -32,8 +36,9 @@ namespace sr {
 // (measured on an H200: the min backward on uniform:1000000:16 took 8.54 ms with the gradient and
 // count fetched in a second round trip for the holders only, 7.15 ms so).
 struct BackwardTable {
-  size_t a_offset = 0, b_offset = 0, bytes = 0;  // a / b: [num_dst, F] acc arrays when present
-  bool has_a = false, has_b = false;
+  // a, b, the min and max shares: [num_dst, F] acc arrays when present
+  size_t a_offset = 0, b_offset = 0, min_offset = 0, max_offset = 0, bytes = 0;
+  bool has_a = false, has_b = false, has_min = false, has_max = false;
 };
 
 template <typename T>
@@ -44,10 +49,18 @@ BackwardTable backward_table(int64_t num_dst, int64_t F,
   const bool mean = cpu::segment_reduce_has(reduces, SegmentReduce::kMean);
   t.has_b = cpu::segment_reduce_needs_mean(reduces);
   t.has_a = (sum && mean) || (t.has_b && (sum || mean));
+  const bool tabulated = t.has_a || t.has_b;
+  t.has_min = tabulated && cpu::segment_reduce_has(reduces, SegmentReduce::kMin);
+  t.has_max = tabulated && cpu::segment_reduce_has(reduces, SegmentReduce::kMax);
   const size_t array = align_up(size_t(num_dst) * size_t(F) * sizeof(acc_t<T>), 256);
-  t.a_offset = 0;
-  t.b_offset = t.has_a ? array : 0;
-  t.bytes = (t.has_a ? array : 0) + (t.has_b ? array : 0);
+  const auto place = [&](bool present, size_t& offset) {
+    offset = t.bytes;
+    if (present) t.bytes += array;
+  };
+  place(t.has_a, t.a_offset);
+  place(t.has_b, t.b_offset);
+  place(t.has_min, t.min_offset);
+  place(t.has_max, t.max_offset);
   return t;
 }
 
@@ -77,11 +90,22 @@ inline BackwardSlots backward_slots(const std::vector<SegmentReduce>& reduces) {
   return s;
 }
 
-// Step 1: a and b for every (i, f); rows without in-edges get 0 (no edge reads them).
+// Where step 1 writes: the coefficient and share arrays (nullptr when not tabulated).
+template <typename T>
+struct BackwardCoefficients {
+  acc_t<T>* a;
+  acc_t<T>* b;
+  acc_t<T>* share_min;
+  acc_t<T>* share_max;
+};
+
+// Step 1: a, b and the min / max shares for every (i, f); rows without in-edges get 0 (no edge
+// reads them).
 template <typename T, typename index_t>
 __global__ void coefficients_kernel(const index_t* rowptr, const T* out, const T* grad_out,
+                                    const index_t* count_min, const index_t* count_max,
                                     const acc_t<T>* mean, int64_t num_dst, int64_t F, int64_t K,
-                                    BackwardSlots slots, acc_t<T>* a, acc_t<T>* b) {
+                                    BackwardSlots slots, BackwardCoefficients<T> t) {
   using acc = acc_t<T>;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < num_dst * F; n += stride) {
@@ -89,6 +113,14 @@ __global__ void coefficients_kernel(const index_t* rowptr, const T* out, const T
     const int64_t deg_n = int64_t(rowptr[i + 1]) - int64_t(rowptr[i]);
     const acc deg = acc(deg_n > 0 ? deg_n : 1);
     const T* g = grad_out + i * K * F + f;
+    const auto share = [&](int slot, const index_t* count) {
+      const acc o = to_acc(out[i * K * F + slot * F + f]);
+      return deg_n > 0 ? extremum_share(o, acc(count[n]), to_acc(g[slot * F])) : acc(0);
+    };
+    if (t.share_min) t.share_min[n] = share(slots.min, count_min);
+    if (t.share_max) t.share_max[n] = share(slots.max, count_max);
+    acc* const a = t.a;
+    acc* const b = t.b;
     acc bv = acc(0);
     if (b) {
       if (slots.var >= 0) bv += acc(2) * to_acc(g[slots.var * F]) / deg;
@@ -178,6 +210,8 @@ struct BackwardOp {
   const acc* a;     // [num_dst, F] or nullptr (with b: b * mean folded in)
   const acc* b;     // [num_dst, F] or nullptr (var / std)
   const acc* mean;  // [num_dst, F]: the forward's mean when b is not folded into a, else nullptr
+  const acc* share_min;  // [num_dst, F] or nullptr: tabulated min / max shares (step 1)
+  const acc* share_max;
   int64_t F, K;
   BackwardSlots slots;
   bool need_x;
@@ -191,22 +225,31 @@ struct BackwardOp {
     for (int e = 0; e < VEC; ++e) s.sum[e] = acc(0);
   }
 
-  // The min and / or max gradients of U edges (NS = 1 or 2 reductions, slots slot[], tie counts
-  // count[]): the results o, their gradients and tie counts, all issued before any is used (one
-  // round trip for both reductions); a lane-feature adds a share where x_j holds its result.
-  template <int VEC, int U, int NS>
+  // The min and / or max gradients of U edges (NS = 1 or 2 reductions in slots slot[]): the
+  // results o and, with kShared, their tabulated shares (share[]), else their gradients and tie
+  // counts (count[]), all issued before any is used (one round trip for both reductions); a
+  // lane-feature adds the share where x_j holds its result.
+  template <int VEC, int U, int NS, bool kShared>
   __device__ void add_extrema(State<VEC>& s, const acc (&xj)[VEC], const int64_t (&i)[U],
                               const bool (&ok)[U], const int (&slot)[NS],
-                              const index_t* const (&count)[NS], int64_t f0) const {
-    Pack<T, VEC> o[NS][U], g[NS][U];
-    index_t c[NS][U][VEC];
+                              const index_t* const (&count)[NS], const acc* const (&share)[NS],
+                              int64_t f0) const {
+    constexpr int kS = kShared ? VEC : 1, kG = kShared ? 1 : VEC;  // the unused arrays shrink
+    Pack<T, VEC> o[NS][U];
+    acc h[NS][U][kS];
+    Pack<T, kG> g[NS][U];
+    index_t c[NS][U][kG];
 #pragma unroll
     for (int r = 0; r < NS; ++r)
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         o[r][u] = load_pack<T, VEC>(out + (i[u] * K + slot[r]) * F + f0);
-        g[r][u] = load_pack<T, VEC>(grad_out + (i[u] * K + slot[r]) * F + f0);
-        load_values<VEC>(count[r] + i[u] * F + f0, c[r][u]);
+        if constexpr (kShared) {
+          load_values<VEC>(share[r] + i[u] * F + f0, h[r][u]);
+        } else {
+          g[r][u] = load_pack<T, VEC>(grad_out + (i[u] * K + slot[r]) * F + f0);
+          load_values<VEC>(count[r] + i[u] * F + f0, c[r][u]);
+        }
       }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -216,8 +259,9 @@ struct BackwardOp {
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
           const acc oe = to_acc(o[r][u].v[e]);
-          if (extremum_receives(xj[e], oe))
-            s.sum[e] += extremum_share(oe, acc(c[r][u][e]), to_acc(g[r][u].v[e]));
+          if (!extremum_receives(xj[e], oe)) continue;
+          if constexpr (kShared) s.sum[e] += h[r][u][e];
+          else s.sum[e] += extremum_share(oe, acc(c[r][u][e]), to_acc(g[r][u].v[e]));
         }
     }
   }
@@ -286,7 +330,7 @@ struct BackwardOp {
 #pragma unroll
       for (int e = 0; e < VEC; ++e) xj[e] = acc(0);
     }
-    constexpr int L = kLinearBatch<VEC>, X = kExtremumBatch<VEC>;
+    constexpr int L = kLinearBatch<VEC>;
     constexpr int L2 = L > 1 ? L / 2 : 1;
     if (mean) {  // three loads per edge (b, mean, maybe a): half the batch, so none spills
       for_edge_batches<L2>(begin, end, [&](const int64_t(&i)[L2], const bool(&ok)[L2]) {
@@ -297,19 +341,34 @@ struct BackwardOp {
         add_linear<VEC, L>(s, xj, i, ok, f0);
       });
     }
+    if (slots.min >= 0 || slots.max >= 0) {
+      if (share_min || share_max) add_extremum_sweep<VEC, true>(s, xj, begin, end, f0);
+      else add_extremum_sweep<VEC, false>(s, xj, begin, end, f0);
+    }
+  }
+
+  // The min and / or max sweep over the out-edges [begin, end).
+  template <int VEC, bool kShared>
+  __device__ void add_extremum_sweep(State<VEC>& s, const acc (&xj)[VEC], int64_t begin,
+                                     int64_t end, int64_t f0) const {
+    constexpr int X = kExtremumBatch<VEC>;
     if (slots.min >= 0 && slots.max >= 0) {
-      // Both: half the edges per batch, so the loads in flight stay those of one reduction.
-      constexpr int X2 = X > 1 ? X / 2 : 1;
+      // Both: without the share tables half the edges per batch, so the loads in flight stay
+      // those of one reduction (three rows per edge); with them two rows per edge and reduction.
+      constexpr int X2 = kShared || X == 1 ? X : X / 2;
       const int both[2] = {slots.min, slots.max};
       const index_t* const counts[2] = {count_min, count_max};
+      const acc* const shares[2] = {share_min, share_max};
       for_edge_batches<X2>(begin, end, [&](const int64_t(&i)[X2], const bool(&ok)[X2]) {
-        add_extrema<VEC, X2, 2>(s, xj, i, ok, both, counts, f0);
+        add_extrema<VEC, X2, 2, kShared>(s, xj, i, ok, both, counts, shares, f0);
       });
-    } else if (slots.min >= 0 || slots.max >= 0) {
-      const int one[1] = {slots.min >= 0 ? slots.min : slots.max};
-      const index_t* const counts[1] = {slots.min >= 0 ? count_min : count_max};
+    } else {
+      const bool min = slots.min >= 0;
+      const int one[1] = {min ? slots.min : slots.max};
+      const index_t* const counts[1] = {min ? count_min : count_max};
+      const acc* const shares[1] = {min ? share_min : share_max};
       for_edge_batches<X>(begin, end, [&](const int64_t(&i)[X], const bool(&ok)[X]) {
-        add_extrema<VEC, X, 1>(s, xj, i, ok, one, counts, f0);
+        add_extrema<VEC, X, 1, kShared>(s, xj, i, ok, one, counts, shares, f0);
       });
     }
   }
@@ -387,12 +446,17 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
               ValueError, "segment_reduce_backward: the workspace has ", workspace_bytes,
               " bytes but ", table_bytes, " are needed");
   auto* ws = static_cast<unsigned char*>(workspace);
-  acc* a = table.has_a ? reinterpret_cast<acc*>(ws + table.a_offset) : nullptr;
-  acc* b = table.has_b ? reinterpret_cast<acc*>(ws + table.b_offset) : nullptr;
-  if ((a || b) && num_dst > 0 && F > 0) {
+  const auto array = [&](bool present, size_t offset) {
+    return present ? reinterpret_cast<acc*>(ws + offset) : nullptr;
+  };
+  const sr::BackwardCoefficients<T> coef{
+      array(table.has_a, table.a_offset), array(table.has_b, table.b_offset),
+      array(table.has_min, table.min_offset), array(table.has_max, table.max_offset)};
+  const acc* const a = coef.a;
+  if ((coef.a || coef.b) && num_dst > 0 && F > 0) {
     const int64_t blocks = std::min<int64_t>(sr::ceil_div(num_dst * F, 256), 65536);
     sr::coefficients_kernel<T, index_t><<<unsigned(blocks), 256, 0, stream>>>(
-        rowptr, out, grad_out, mean, num_dst, F, K, slots, a, b);
+        rowptr, out, grad_out, count_min, count_max, mean, num_dst, F, K, slots, coef);
     sr::check_launch("segment_reduce backward coefficients");
   }
   const sr::HeavyPlan plan = sr::backward_plan<T>(num_src, num_edges, F);
@@ -405,9 +469,10 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
                       is_aligned16(out) && is_aligned16(grad_out) && is_aligned16(grad_x) &&
                       (!mean || is_aligned16(mean)) && (!count_min || is_aligned16(count_min)) &&
                       (!count_max || is_aligned16(count_max));
-  const sr::BackwardOp<T, index_t> op{colptr,    row,   rowptr, x, x_stride, out, grad_out,
-                                      count_min, count_max, a, b, a ? nullptr : mean, F, K, slots,
-                                      cpu::segment_reduce_backward_needs_x(reduces), grad_x};
+  const sr::BackwardOp<T, index_t> op{
+      colptr,    row,   rowptr, x, x_stride, out, grad_out, count_min, count_max, a, coef.b,
+      a ? nullptr : mean, coef.share_min, coef.share_max, F, K, slots,
+      cpu::segment_reduce_backward_needs_x(reduces), grad_x};
   if (packed) sr::run_schedule<kPack>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream);
   else sr::run_schedule<1>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream);
 }
