@@ -5,7 +5,7 @@
 // Backward: propagate_backward_x -> grad_x [num_src, F]   (transposed CSR gather)
 //           propagate_backward_weight -> grad_weight [E]   (sampled dense-dense product)
 // The transposed-CSR arguments of the forward are unused by it; they are part of the schema so the
-// autograd formula (registered from Python) can hand them to the backward ops.
+// autograd formula (binding/autograd/propagate.cpp) can hand them to the backward ops.
 // The CUDA implementations are in binding/cuda/propagate.cpp (same checks: propagate_checks.h).
 #include <ATen/ATen.h>
 #include <torch/library.h>

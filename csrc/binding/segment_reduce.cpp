@@ -16,7 +16,7 @@
 //           the forward's plain results and grad_out [num_dst, S*K*F] is folded over the scalers
 //           first. The gradient of scale itself is left to the autograd formula.
 // The transposed-CSR arguments of the forward are unused by it; they are part of the schema so the
-// autograd formula (registered from Python) can hand them to the backward op.
+// autograd formula (binding/autograd/segment_reduce.cpp) can hand them to the backward op.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 

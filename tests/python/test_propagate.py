@@ -162,10 +162,23 @@ def test_opcheck(index_dtype, weighted):
         bias = torch.randn(5, requires_grad=True)
         torch.library.opcheck(torch.ops.iognn.propagate.default, args + (bias,))
         grad = torch.randn(n, 5)
+        # The backward ops are not differentiable (see test_double_backward_raises).
+        w_const = w.detach() if weighted else None
         torch.library.opcheck(torch.ops.iognn.propagate_backward_x.default,
-                              (g.colptr, g.row, g.csc2csr, g.rowptr, w, grad, "sum"))
+                              (g.colptr, g.row, g.csc2csr, g.rowptr, w_const, grad, "sum"))
         torch.library.opcheck(torch.ops.iognn.propagate_backward_weight.default,
                               (g.rowptr, g.col, grad, x.detach(), "mean"))
+
+
+def test_double_backward_raises():
+    # The backward ops have no derivative of their own: a second derivative through them must fail
+    # loudly rather than treat grad_x as a constant.
+    g = iognn.Graph(torch.tensor([[0, 1, 2], [1, 2, 0]]), 3)
+    x = torch.randn(3, 4, requires_grad=True)
+    w = torch.rand(3, requires_grad=True)
+    (grad_x,) = torch.autograd.grad(propagate(g, x, w).pow(2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="derivative for iognn::propagate_backward_x"):
+        grad_x.sum().backward()
 
 
 def test_bad_inputs_raise_clear_errors():

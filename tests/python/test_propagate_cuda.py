@@ -524,8 +524,9 @@ def test_opcheck_cuda(index_dtype, weighted, backend):
         torch.library.opcheck(ops.propagate.default,
                               (g.rowptr, g.col, g.colptr, g.row, g.csc2csr, w, x, "mean"))
         grad = torch.randn(n, 5, device="cuda")
+        w_const = w.detach() if weighted else None  # the backward ops are not differentiable
         torch.library.opcheck(ops.propagate_backward_x.default,
-                              (g.colptr, g.row, g.csc2csr, g.rowptr, w, grad, "sum"))
+                              (g.colptr, g.row, g.csc2csr, g.rowptr, w_const, grad, "sum"))
         torch.library.opcheck(ops.propagate_backward_weight.default,
                               (g.rowptr, g.col, grad, x.detach(), "mean"))
 

@@ -191,6 +191,15 @@ def test_opcheck(index_dtype, reduces):
                               backward_args(g, x.detach(), fwd, grad, reduces))
 
 
+def test_double_backward_raises():
+    g = iognn.Graph(torch.tensor([[0, 1, 2, 0], [1, 2, 0, 1]]), 3)
+    x = torch.randn(3, 4, requires_grad=True)
+    (grad_x,) = torch.autograd.grad(segment_reduce(g, x, ["max", "std"]).pow(2).sum(), x,
+                                    create_graph=True)
+    with pytest.raises(RuntimeError, match="derivative for iognn::segment_reduce_backward"):
+        grad_x.sum().backward()
+
+
 def test_auxiliary_outputs():
     ei = torch.tensor([[0, 1, 2, 3], [1, 1, 1, 1]])
     g = iognn.Graph(ei, 4)

@@ -85,7 +85,7 @@ def segment_reduce(graph, x: Tensor, reduce: Union[str, Sequence[str]],
                                           names, scale)[0]
 
 
-# ---- registration: fake kernels and autograd -------------------------------------------------
+# ---- registration: fake kernels (the autograd formula is C++: csrc/binding/autograd) -----------
 @torch.library.register_fake("iognn::segment_reduce")
 def _segment_reduce_fake(rowptr, col, colptr, row, x, reduces, scale=None):
     num_dst, F = rowptr.size(0) - 1, x.size(1)
@@ -106,36 +106,3 @@ def _segment_reduce_fake(rowptr, col, colptr, row, x, reduces, scale=None):
 def _segment_reduce_backward_fake(colptr, row, rowptr, x, out, count_min, count_max, mean,
                                   grad_out, reduces, scale=None):
     return x.new_empty(colptr.size(0) - 1, x.size(1))
-
-
-def _setup_context(ctx, inputs, output):
-    rowptr, col, colptr, row, x, reduces, scale = inputs
-    out, count_min, count_max, mean, plain = output
-    ctx.reduces = reduces
-    ctx.mark_non_differentiable(count_min, count_max, mean, plain)
-    # The auxiliary outputs never receive a gradient: without this autograd would hand the backward
-    # zero-filled [num_dst, F] tensors for them (an [N, F] allocation and memset per step).
-    ctx.set_materialize_grads(False)
-    # The backward reads the unscaled results: out itself, or plain when scaled.
-    results = out if scale is None else plain
-    ctx.save_for_backward(rowptr, colptr, row, x, results, count_min, count_max, mean, scale)
-
-
-def _backward(ctx, grad_out, _grad_count_min, _grad_count_max, _grad_mean, _grad_plain):
-    rowptr, colptr, row, x, results, count_min, count_max, mean, scale = ctx.saved_tensors
-    grad_x = grad_scale = None
-    if grad_out is None:
-        return None, None, None, None, None, None, None
-    grad_out = grad_out.contiguous()
-    if ctx.needs_input_grad[4]:
-        grad_x = torch.ops.iognn.segment_reduce_backward(colptr, row, rowptr, x, results,
-                                                         count_min, count_max, mean, grad_out,
-                                                         ctx.reduces, scale)
-    if scale is not None and ctx.needs_input_grad[6]:  # sum_c grad_out[i, s, c] * results[i, c]
-        (num_dst, num_scales), width = scale.shape, results.size(1)
-        grad_scale = torch.bmm(grad_out.view(num_dst, num_scales, width),
-                               results.view(num_dst, width, 1)).view(num_dst, num_scales)
-    return None, None, None, None, grad_x, None, grad_scale
-
-
-torch.library.register_autograd("iognn::segment_reduce", _backward, setup_context=_setup_context)

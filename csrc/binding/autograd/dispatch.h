@@ -1,0 +1,31 @@
+// Helpers of the C++ autograd formulas (binding/autograd/*.cpp): typed handles of iognn::* ops
+// (called below the Autograd key, so the CPU / CUDA / fake implementations run), and reductions
+// the formulas share.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <string>
+
+namespace iognn::torch_ext {
+
+// The typed handle of iognn::<name> (overload ""), looked up once per call site.
+template <typename Signature>
+c10::TypedOperatorHandle<Signature> typed_op(const char* name) {
+  return c10::Dispatcher::singleton()
+      .findSchemaOrThrow((std::string("iognn::") + name).c_str(), "")
+      .typed<Signature>();
+}
+
+// t.sum(0) of a 2-D tensor. On CUDA in fp32 / fp64 as a matrix-vector product with ones: cuBLAS
+// reads the [N, F] rows at 2.2x the speed of the generic reduction (H200, N = 10^6, F = 128: 129
+// vs 290 us), deterministic run to run like it. 16-bit dtypes keep the reduction, whose
+// accumulation stays in fp32 whatever the cuBLAS reduced-precision settings.
+inline at::Tensor column_sum(const at::Tensor& t) {
+  if (t.is_cuda() && (t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble))
+    return at::mv(t.t(), at::ones({t.size(0)}, t.options()));
+  return t.sum(0);
+}
+
+}  // namespace iognn::torch_ext

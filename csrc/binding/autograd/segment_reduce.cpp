@@ -1,0 +1,114 @@
+// Autograd of iognn::segment_reduce, registered for the Autograd dispatch key in C++ (no Python
+// autograd machinery per call; see autograd/propagate.cpp).
+//
+// (out, count_min, count_max, mean, plain) = segment_reduce(..., x, reduces, scale?):
+//   grad_x     = segment_reduce_backward(..., results, counts, mean, grad_out, reduces, scale)
+//   grad_scale = sum_c grad_out[i, s, c] * results[i, c]          when scale requires a gradient
+// where results are the unscaled results (out, or plain with scale). Only out is differentiable:
+// the auxiliary outputs are marked non-differentiable and their gradients are not materialised
+// (else autograd would hand the backward zero-filled [num_dst, F] tensors: an allocation and a
+// memset per step). The backward op is not differentiable: a double backward through it raises.
+#include <ATen/ATen.h>
+#include <torch/autograd.h>
+#include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
+#include <torch/library.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "binding/autograd/dispatch.h"
+
+namespace iognn::torch_ext {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+using Optional = std::optional<at::Tensor>;
+using Names = std::vector<std::string>;
+using Outputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+Outputs call_segment_reduce(const at::Tensor& rowptr, const at::Tensor& col,
+                            const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& x,
+                            const Names& reduces, const Optional& scale) {
+  static const auto op = typed_op<Outputs(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                          const at::Tensor&, const at::Tensor&, Names,
+                                          const Optional&)>("segment_reduce");
+  return op.call(rowptr, col, colptr, row, x, reduces, scale);
+}
+
+at::Tensor call_backward(const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& rowptr,
+                         const at::Tensor& x, const at::Tensor& results,
+                         const at::Tensor& count_min, const at::Tensor& count_max,
+                         const at::Tensor& mean, const at::Tensor& grad_out, const Names& reduces,
+                         const Optional& scale) {
+  static const auto op = typed_op<at::Tensor(
+      const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+      const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+      const at::Tensor&, Names, const Optional&)>("segment_reduce_backward");
+  return op.call(colptr, row, rowptr, x, results, count_min, count_max, mean, grad_out, reduces,
+                 scale);
+}
+
+class SegmentReduceFunction : public torch::autograd::Function<SegmentReduceFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& rowptr,
+                               const at::Tensor& col, const at::Tensor& colptr,
+                               const at::Tensor& row, const at::Tensor& x, const Names& reduces,
+                               const Optional& scale) {
+    Outputs outputs;
+    {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      outputs = call_segment_reduce(rowptr, col, colptr, row, x, reduces, scale);
+    }
+    auto& [out, count_min, count_max, mean, plain] = outputs;
+    const bool scaled = scale.has_value() && scale->defined();
+    ctx->mark_non_differentiable({count_min, count_max, mean, plain});
+    ctx->set_materialize_grads(false);
+    ctx->saved_data["reduces"] = reduces;
+    ctx->saved_data["scaled"] = scaled;
+    ctx->save_for_backward({rowptr, colptr, row, x, scaled ? plain : out, count_min, count_max,
+                            mean, scaled ? *scale : at::Tensor()});
+    return {out, count_min, count_max, mean, plain};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    // Edges: rowptr, col, colptr, row, x (4), scale (5) when given.
+    variable_list result(7);
+    if (!grads[0].defined()) return result;
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &rowptr = saved[0], &colptr = saved[1], &row = saved[2], &x = saved[3],
+                     &results = saved[4], &count_min = saved[5], &count_max = saved[6],
+                     &mean = saved[7], &scale = saved[8];
+    const bool scaled = ctx->saved_data["scaled"].toBool();
+    const Names reduces = ctx->saved_data["reduces"].to<Names>();
+    const at::Tensor grad_out = grads[0].contiguous();
+    if (ctx->needs_input_grad(4))
+      result[4] = call_backward(colptr, row, rowptr, x, results, count_min, count_max, mean,
+                                grad_out, reduces, scaled ? Optional(scale) : std::nullopt);
+    if (scaled && ctx->needs_input_grad(5)) {
+      const int64_t num_dst = scale.size(0), num_scales = scale.size(1), width = results.size(1);
+      result[6] = at::bmm(grad_out.view({num_dst, num_scales, width}),
+                          results.view({num_dst, width, 1}))
+                      .view({num_dst, num_scales});
+    }
+    return result;
+  }
+};
+
+Outputs segment_reduce_autograd(const at::Tensor& rowptr, const at::Tensor& col,
+                                const at::Tensor& colptr, const at::Tensor& row,
+                                const at::Tensor& x, Names reduces, const Optional& scale) {
+  const variable_list out =
+      SegmentReduceFunction::apply(rowptr, col, colptr, row, x, reduces, scale);
+  return {out[0], out[1], out[2], out[3], out[4]};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(iognn, Autograd, m) {
+  m.impl("segment_reduce", &segment_reduce_autograd);
+  m.impl("segment_reduce_backward", torch::autograd::autogradNotImplementedFallback());
+}
+
+}  // namespace iognn::torch_ext
