@@ -3,7 +3,8 @@
 // csrc/kernels/cpu/attention_common.h.
 //
 // Every forward takes the whole graph (rowptr, col, eid, colptr, row, csc2csr) so the autograd
-// formula (registered from Python) can hand the transposed CSR to the backward op, and returns
+// formula (binding/autograd/attention.cpp) can hand the transposed CSR to the backward op, and
+// returns
 //   (out [num_dst, H, C], lse [num_dst, H] fp32 (fp64 for fp64), alpha [E', H] or [0, H]).
 // Each backward recomputes the attention from lse and returns one gradient per tensor input; the
 // gradient of an absent optional input is an empty tensor.

@@ -25,6 +25,9 @@ class TwoLayer(torch.nn.Module):
         super().__init__()
         if kind == "gcn":
             self.conv1, self.conv2 = io_nn.GCNConv(8, 16), io_nn.GCNConv(16, 4)
+        elif kind == "multi":
+            self.conv1 = io_nn.SAGEConv(8, 16, aggr=["min", "max", "mean", "std"])
+            self.conv2 = io_nn.SAGEConv(16, 4)
         else:
             self.conv1 = io_nn.GATConv(8, 4, heads=4)
             self.conv2 = io_nn.GATConv(16, 4, heads=1)
@@ -33,19 +36,20 @@ class TwoLayer(torch.nn.Module):
         return self.conv2(F.relu(self.conv1(x, edge_index)), edge_index)
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("kind", ["gcn", "gat"])
-def test_two_layer_model_compiles_once_for_all_batch_sizes(kind, backend):
+@pytest.mark.parametrize("kind", ["gcn", "gat", "multi"])
+def test_two_layer_model_compiles_once_for_all_batch_sizes(kind, backend, device):
     torch._dynamo.reset()
     counters.clear()
     torch.manual_seed(0)
-    model = TwoLayer(kind)
+    model = TwoLayer(kind).to(device)
     compiled = torch.compile(model, fullgraph=True, dynamic=True, backend=backend)
     params = list(model.parameters())
     gen = torch.Generator().manual_seed(1)
     for num_nodes, num_edges in BATCHES:
-        x = torch.randn(num_nodes, 8, generator=gen, requires_grad=True)
-        edge_index = torch.randint(0, num_nodes, (2, num_edges), generator=gen)
+        x = torch.randn(num_nodes, 8, generator=gen).to(device).requires_grad_()
+        edge_index = torch.randint(0, num_nodes, (2, num_edges), generator=gen).to(device)
         out, ref = compiled(x, edge_index), model(x, edge_index)
         torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
         grad = torch.randn_like(out)

@@ -24,7 +24,7 @@ c10::TypedOperatorHandle<Signature> typed_op(const char* name) {
 // accumulation stays in fp32 whatever the cuBLAS reduced-precision settings.
 inline at::Tensor column_sum(const at::Tensor& t) {
   if (t.is_cuda() && (t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble))
-    return at::mv(t.t(), at::ones({t.size(0)}, t.options()));
+    return at::mv(t.t(), at::ones_symint({t.sym_size(0)}, t.options()));  // symbolic: compile
   return t.sum(0);
 }
 

@@ -87,10 +87,12 @@ class SegmentReduceFunction : public torch::autograd::Function<SegmentReduceFunc
       result[4] = call_backward(colptr, row, rowptr, x, results, count_min, count_max, mean,
                                 grad_out, reduces, scaled ? Optional(scale) : std::nullopt);
     if (scaled && ctx->needs_input_grad(5)) {
-      const int64_t num_dst = scale.size(0), num_scales = scale.size(1), width = results.size(1);
-      result[6] = at::bmm(grad_out.view({num_dst, num_scales, width}),
-                          results.view({num_dst, width, 1}))
-                      .view({num_dst, num_scales});
+      // Symbolic sizes under torch.compile.
+      const c10::SymInt num_dst = scale.sym_size(0), num_scales = scale.sym_size(1),
+                        width = results.sym_size(1);
+      result[6] = at::bmm(grad_out.view_symint({num_dst, num_scales, width}),
+                          results.view_symint({num_dst, width, 1}))
+                      .view_symint({num_dst, num_scales});
     }
     return result;
   }

@@ -1,6 +1,6 @@
 """Functional iognn operators: each wraps a ``torch.ops.iognn`` op with argument handling, and the
-op's fake (meta) kernel is registered next to its wrapper. The autograd formulas of propagate and
-segment_reduce are C++ (``csrc/binding/autograd``); the attention family's are registered here."""
+op's fake (meta) kernel is registered next to its wrapper; the autograd formulas are C++
+(``csrc/binding/autograd``)."""
 from .attention import gat_attention, gatv2_attention, transformer_attention
 from .propagate import gcn_norm, propagate
 from .segment_reduce import segment_reduce

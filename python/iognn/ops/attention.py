@@ -198,7 +198,7 @@ def _dropout_seed(dropout: float, seed: Optional[int]) -> Tuple[float, int]:
     return dropout, int(seed)
 
 
-# ---- registration: fake kernels and autograd -----------------------------------------------
+# ---- registration: fake kernels (the autograd formula is C++: csrc/binding/autograd) -----------
 def _forward_fake(rowptr, col, nodes: Tensor, return_alpha: bool):
     """(out, lse, alpha) of a forward whose features `nodes` are [N, H, C]."""
     num_dst, (heads, channels) = rowptr.size(0) - 1, nodes.shape[1:]
@@ -246,43 +246,3 @@ def _transformer_fake(rowptr, col, eid, colptr, row, csc2csr, query, key, value,
 def _transformer_backward_fake(rowptr, col, eid, colptr, row, csc2csr, query, key, value,
                                edge_attr, w_edge, lse, grad_out, grad_alpha, scale, dropout, seed):
     return _grads_fake(query, query, key, value, edge_attr, w_edge)
-
-
-_NUM_GRAPH = 6   # rowptr, col, eid, colptr, row, csc2csr
-_NUM_INPUTS = 5  # the differentiable tensors: three node tensors, edge_attr, w_edge
-
-
-def _register_autograd(name: str) -> None:
-    """Autograd of iognn::<name>: the forward's arguments are the graph, five tensor inputs, the
-    float/int scalars and return_alpha; its backward op takes the graph, the five inputs, lse,
-    grad_out, grad_alpha and the same scalars, and returns one gradient per input."""
-    backward_op = getattr(torch.ops.iognn, f"{name}_backward")
-    first, last = _NUM_GRAPH, _NUM_GRAPH + _NUM_INPUTS
-
-    def setup_context(ctx, inputs, output):
-        out, lse, _ = output
-        ctx.mark_non_differentiable(lse)
-        ctx.set_materialize_grads(False)  # alpha's gradient stays None when alpha is unused
-        ctx.scalars = inputs[last:-1]     # return_alpha is not an argument of the backward
-        ctx.out_shape = out.shape
-        ctx.has_input = [t is not None for t in inputs[first:last]]
-        ctx.save_for_backward(*inputs[:last], lse)
-
-    def backward(ctx, grad_out, _grad_lse, grad_alpha):
-        *tensors, lse = ctx.saved_tensors
-        ref = tensors[first]
-        grad_out = (ref.new_zeros(ctx.out_shape) if grad_out is None else grad_out.contiguous())
-        if grad_alpha is not None and grad_alpha.numel() == 0:
-            grad_alpha = None  # alpha was not requested
-        grads = backward_op(*tensors, lse, grad_out,
-                            None if grad_alpha is None else grad_alpha.contiguous(), *ctx.scalars)
-        needed = ctx.needs_input_grad[first:last]
-        picked = tuple(g if (need and has) else None
-                       for g, need, has in zip(grads, needed, ctx.has_input))
-        return (None,) * _NUM_GRAPH + picked + (None,) * (len(ctx.scalars) + 1)
-
-    torch.library.register_autograd(f"iognn::{name}", backward, setup_context=setup_context)
-
-
-for _name in ("gat_attention", "gatv2_attention", "transformer_attention"):
-    _register_autograd(_name)
