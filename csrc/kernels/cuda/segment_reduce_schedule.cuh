@@ -40,6 +40,8 @@ constexpr int kMergeThreads = 512;         // threads per block of the merge ker
 constexpr int kMergeUnroll = 4;            // slots whose loads a merging lane issues at once
 constexpr int kEdgeUnroll = 4;             // edges whose loads a lane issues before using them
 constexpr int64_t kMinSegmentEdges = 128;  // shortest segment (a heavy row has >= 2 of them)
+constexpr int64_t kShortSegmentEdges = 32;  // ... on graphs too small to fill the GPU (below)
+constexpr int64_t kTargetSlots = 16384;     // segments that fill an H100 / H200 about twice
 constexpr int64_t kMeanDegreeFactor = 8;   // a heavy row has more than 8x the mean degree
 constexpr int64_t kMinSlots = 64;
 constexpr int64_t kMaxSlots = int64_t(1) << 20;
@@ -52,12 +54,18 @@ __host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + 
 __host__ __device__ inline size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 // Sizes of the heavy-row machinery for one call, computed on the host from sizes alone.
-//   segment_edges = max(128, ceil(E / slot_cap))   slot_cap = budget / slot_bytes
-//   heavy_degree  = max(2 * segment_edges, 8 * ceil(E / num_rows))
+//   shortest      = clamp(E / 16384, 32, 128)
+//   segment_edges = max(shortest, ceil(E / slot_cap))   slot_cap = budget / slot_bytes
+//   heavy_degree  = max(2 * segment_edges, 8 * ceil(E / num_rows) * shortest / 128)
 //   max_heavy     = min(num_rows, E / (heavy_degree + 1))   (rows of degree > heavy_degree)
 //   max_slots     = E / segment_edges + max_heavy          (sum of ceil(deg / segment_edges))
 // so the slot states never exceed 1.5x max(budget, 64 slots). E is the CSR's edge count; the bounds
 // hold for any valid CSR (rowptr[num_rows] == E), and the kernels stay in bounds for any other.
+// A group's time is a chain of dependent loads as long as its row or segment, so below 2M edges
+// (too few rows to keep the GPU busy while the longest light rows finish) segments and the heavy
+// threshold shrink with E, down to 32 / 64 edges (H200, amazon_photo: 7.6k rows of mean degree 31,
+// F = 128: min forward + backward 394 -> 246 us, sum 272 -> 185 us). Graphs of 2M edges or more
+// keep 128 / 256.
 struct HeavyPlan {
   int64_t segment_edges = 0;
   int64_t heavy_degree = INT64_MAX;  // INT64_MAX: no row can be heavy, the workspace is empty
@@ -78,9 +86,12 @@ inline HeavyPlan make_heavy_plan(int64_t num_rows, int64_t num_edges, size_t slo
   const size_t budget =
       size_t(std::clamp(wanted, double(kMinBudgetBytes), double(kMaxBudgetBytes)));
   const int64_t slot_cap = std::clamp(int64_t(budget / slot_bytes), kMinSlots, kMaxSlots);
-  const int64_t segment_edges = std::max(kMinSegmentEdges, ceil_div(num_edges, slot_cap));
+  const int64_t shortest =
+      std::clamp(num_edges / kTargetSlots, kShortSegmentEdges, kMinSegmentEdges);
+  const int64_t segment_edges = std::max(shortest, ceil_div(num_edges, slot_cap));
   const int64_t heavy_degree =
-      std::max(2 * segment_edges, kMeanDegreeFactor * ceil_div(num_edges, num_rows));
+      std::max(2 * segment_edges, kMeanDegreeFactor * ceil_div(num_edges, num_rows) * shortest /
+                                      kMinSegmentEdges);
   const int64_t max_heavy = std::min(num_rows, num_edges / (heavy_degree + 1));
   if (max_heavy == 0) return plan;
   plan.segment_edges = segment_edges;
