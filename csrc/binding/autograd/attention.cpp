@@ -48,12 +48,6 @@ struct Transformer {
   using Third = Tensor;
 };
 
-bool present(const Tensor& t) { return t.defined(); }
-bool present(const Optional& t) { return t.has_value() && t->defined(); }
-Tensor value_or_undefined(const Tensor& t) { return t; }
-Tensor value_or_undefined(const Optional& t) { return present(t) ? *t : Tensor(); }
-Optional optional_of(const Tensor& t) { return t.defined() ? Optional(t) : std::nullopt; }
-
 template <class V>
 class AttentionFunction : public torch::autograd::Function<AttentionFunction<V>> {
   using Third = typename V::Third;

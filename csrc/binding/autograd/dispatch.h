@@ -1,11 +1,13 @@
 // Helpers of the C++ autograd formulas (binding/autograd/*.cpp): typed handles of iognn::* ops
-// (called below the Autograd key, so the CPU / CUDA / fake implementations run), and reductions
-// the formulas share.
+// (called below the Autograd key, so the CPU / CUDA / fake implementations run), conversions
+// between optional arguments and the undefined tensors autograd saves for absent ones, and
+// reductions the formulas share.
 #pragma once
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <optional>
 #include <string>
 
 namespace iognn::torch_ext {
@@ -16,6 +18,15 @@ c10::TypedOperatorHandle<Signature> typed_op(const char* name) {
   return c10::Dispatcher::singleton()
       .findSchemaOrThrow((std::string("iognn::") + name).c_str(), "")
       .typed<Signature>();
+}
+
+// An optional argument as a tensor to save (undefined when absent), and back.
+inline at::Tensor value_or_undefined(const at::Tensor& t) { return t; }
+inline at::Tensor value_or_undefined(const std::optional<at::Tensor>& t) {
+  return t.has_value() ? *t : at::Tensor();
+}
+inline std::optional<at::Tensor> optional_of(const at::Tensor& t) {
+  return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
 }
 
 // t.sum(0) of a 2-D tensor. On CUDA in fp32 / fp64 as a matrix-vector product with ones: cuBLAS

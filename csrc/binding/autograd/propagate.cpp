@@ -65,15 +65,13 @@ class PropagateFunction : public torch::autograd::Function<PropagateFunction> {
       out = call_propagate(rowptr, col, colptr, row, csc2csr, weight, x, reduce, bias);
     }
     // Autograd edges exist for the tensor arguments that are present, in argument order.
-    const bool has_weight = weight.has_value() && weight->defined();
-    const int64_t x_edge = has_weight ? 6 : 5;
-    const bool keep_x = has_weight && weight->requires_grad();  // x only feeds grad_weight
+    const at::Tensor w = value_or_undefined(weight);
+    const int64_t x_edge = w.defined() ? 6 : 5;
+    const bool keep_x = w.defined() && w.requires_grad();  // x only feeds grad_weight
     ctx->saved_data["reduce"] = std::string(reduce);
     ctx->saved_data["x_edge"] = x_edge;
-    ctx->saved_data["has_weight"] = has_weight;
-    ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
-    ctx->save_for_backward({rowptr, col, colptr, row, csc2csr,
-                            has_weight ? *weight : at::Tensor(), keep_x ? x : at::Tensor()});
+    ctx->saved_data["has_bias"] = value_or_undefined(bias).defined();
+    ctx->save_for_backward({rowptr, col, colptr, row, csc2csr, w, keep_x ? x : at::Tensor()});
     return out;
   }
 
@@ -83,13 +81,11 @@ class PropagateFunction : public torch::autograd::Function<PropagateFunction> {
                      &csc2csr = saved[4], &weight = saved[5], &x = saved[6];
     const std::string reduce = ctx->saved_data["reduce"].toStringRef();
     const int64_t x_edge = ctx->saved_data["x_edge"].toInt();
-    const bool has_weight = ctx->saved_data["has_weight"].toBool();
-    const Optional w = has_weight ? Optional(weight) : std::nullopt;
     const at::Tensor grad_out = grads[0].contiguous();
     at::Tensor grad_x, grad_weight, grad_bias;
     if (ctx->needs_input_grad(x_edge))
-      grad_x = call_backward_x(colptr, row, csc2csr, rowptr, w, grad_out, reduce);
-    if (has_weight && ctx->needs_input_grad(5))
+      grad_x = call_backward_x(colptr, row, csc2csr, rowptr, optional_of(weight), grad_out, reduce);
+    if (weight.defined() && ctx->needs_input_grad(5))
       grad_weight = call_backward_weight(rowptr, col, grad_out, x, reduce);
     // The bias, when given, is the last tensor argument (edge x_edge + 1).
     if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(x_edge + 1))

@@ -62,13 +62,12 @@ class SegmentReduceFunction : public torch::autograd::Function<SegmentReduceFunc
       outputs = call_segment_reduce(rowptr, col, colptr, row, x, reduces, scale);
     }
     auto& [out, count_min, count_max, mean, plain] = outputs;
-    const bool scaled = scale.has_value() && scale->defined();
+    const at::Tensor s = value_or_undefined(scale);
     ctx->mark_non_differentiable({count_min, count_max, mean, plain});
     ctx->set_materialize_grads(false);
     ctx->saved_data["reduces"] = reduces;
-    ctx->saved_data["scaled"] = scaled;
-    ctx->save_for_backward({rowptr, colptr, row, x, scaled ? plain : out, count_min, count_max,
-                            mean, scaled ? *scale : at::Tensor()});
+    ctx->save_for_backward({rowptr, colptr, row, x, s.defined() ? plain : out, count_min,
+                            count_max, mean, s});
     return {out, count_min, count_max, mean, plain};
   }
 
@@ -80,13 +79,12 @@ class SegmentReduceFunction : public torch::autograd::Function<SegmentReduceFunc
     const at::Tensor &rowptr = saved[0], &colptr = saved[1], &row = saved[2], &x = saved[3],
                      &results = saved[4], &count_min = saved[5], &count_max = saved[6],
                      &mean = saved[7], &scale = saved[8];
-    const bool scaled = ctx->saved_data["scaled"].toBool();
     const Names reduces = ctx->saved_data["reduces"].to<Names>();
     const at::Tensor grad_out = grads[0].contiguous();
     if (ctx->needs_input_grad(4))
       result[4] = call_backward(colptr, row, rowptr, x, results, count_min, count_max, mean,
-                                grad_out, reduces, scaled ? Optional(scale) : std::nullopt);
-    if (scaled && ctx->needs_input_grad(5)) {
+                                grad_out, reduces, optional_of(scale));
+    if (scale.defined() && ctx->needs_input_grad(5)) {
       // Symbolic sizes under torch.compile.
       const c10::SymInt num_dst = scale.sym_size(0), num_scales = scale.sym_size(1),
                         width = results.sym_size(1);
