@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "binding/utils.h"
+#include "kernels/cpu/segment_extremum.h"
 #include "kernels/cpu/segment_reduce.h"
 
 namespace iognn::torch_ext {
@@ -21,9 +22,12 @@ namespace iognn::torch_ext {
 // What a checked call computes.
 struct SegmentReduceCall {
   std::vector<cpu::SegmentReduce> reduces;
-  int64_t num_src, num_dst, F, K;
-  bool want_min, want_max, want_mean;  // which auxiliary outputs exist (count_min, count_max, mean)
-  int64_t S = 0;                       // degree scalers (scale's columns), 0 without
+  int64_t num_src, num_dst, num_edges, F, K;
+  cpu::TieSlots ties;  // the extrema with tie codes (ties / wide exist when ties.count > 0)
+  bool want_mean;      // whether the mean output exists
+  int64_t S = 0;       // degree scalers (scale's columns), 0 without
+
+  int64_t wide_rows() const { return tie_wide_rows(num_edges); }
 };
 
 namespace segment_reduce_detail {
@@ -55,15 +59,20 @@ inline void check_graph(const char* op,
   check_size(x, 0, num_src, op, "x", "rows (source nodes)");
 }
 
-// An auxiliary tensor of the forward: [rows, cols] of `dtype` when `present`, else anything empty.
-inline void check_aux(const at::Tensor& t, bool present, int64_t rows, int64_t cols,
-                      at::ScalarType dtype, const at::Tensor& x, const char* op, const char* name) {
+// A tensor the forward returned: `shape` of `dtype` when `present`, else anything empty; `what`
+// names each dimension in the error.
+inline void check_aux(const at::Tensor& t, bool present, std::initializer_list<int64_t> shape,
+                      std::initializer_list<const char*> what, at::ScalarType dtype,
+                      const at::Tensor& x, const char* op, const char* name) {
   check_device(t, x, op, name, "x");
   if (!present) return;
   check_dtype(t, dtype, op, name);
-  check_dim(t, 2, op, name);
-  check_size(t, 0, rows, op, name, "rows (destination nodes)");
-  check_size(t, 1, cols, op, name, "features");
+  check_dim(t, int64_t(shape.size()), op, name);
+  int64_t d = 0;
+  for (const int64_t size : shape) {
+    check_size(t, d, size, op, name, what.begin()[d]);
+    ++d;
+  }
 }
 
 // The degree scalers: scale [num_dst, S >= 1] in x's dtype, on x's device; S (0 without).
@@ -79,12 +88,11 @@ inline int64_t check_scale(const std::optional<at::Tensor>& scale, int64_t num_d
 }
 
 inline SegmentReduceCall describe(std::vector<cpu::SegmentReduce> reduces, int64_t num_src,
-                                  int64_t num_dst, int64_t F, int64_t S) {
-  const bool want_min = cpu::segment_reduce_has(reduces, cpu::SegmentReduce::kMin);
-  const bool want_max = cpu::segment_reduce_has(reduces, cpu::SegmentReduce::kMax);
+                                  int64_t num_dst, int64_t num_edges, int64_t F, int64_t S) {
+  const cpu::TieSlots ties = cpu::segment_reduce_tie_slots(reduces);
   const bool want_mean = cpu::segment_reduce_needs_mean(reduces);
   const int64_t K = int64_t(reduces.size());
-  return {std::move(reduces), num_src, num_dst, F, K, want_min, want_max, want_mean, S};
+  return {std::move(reduces), num_src, num_dst, num_edges, F, K, ties, want_mean, S};
 }
 
 }  // namespace segment_reduce_detail
@@ -92,63 +100,88 @@ inline SegmentReduceCall describe(std::vector<cpu::SegmentReduce> reduces, int64
 // Checks the forward's arguments (the transposed CSR only for its dtype and device).
 inline SegmentReduceCall check_segment_reduce(const char* op, const at::Tensor& rowptr,
                                               const at::Tensor& col, const at::Tensor& colptr,
-                                              const at::Tensor& row, const at::Tensor& x,
+                                              const at::Tensor& row, const at::Tensor& csc2csr,
+                                              const at::Tensor& x,
                                               const std::vector<std::string>& names,
                                               const std::optional<at::Tensor>& scale) {
   namespace d = segment_reduce_detail;
   auto reduces = d::parse_reduces(names, op);
-  d::check_graph(op, {{&rowptr, "rowptr"}, {&col, "col"}, {&colptr, "colptr"}, {&row, "row"}}, x,
-                 colptr.numel() - 1);
+  d::check_graph(op,
+                 {{&rowptr, "rowptr"}, {&col, "col"}, {&colptr, "colptr"}, {&row, "row"},
+                  {&csc2csr, "csc2csr"}},
+                 x, colptr.numel() - 1);
   TORCH_CHECK_VALUE(rowptr.numel() >= 1, op, ": rowptr must have num_dst + 1 >= 1 entries");
   const int64_t S = d::check_scale(scale, rowptr.numel() - 1, x, op);
-  return d::describe(std::move(reduces), colptr.numel() - 1, rowptr.numel() - 1, x.size(1), S);
+  return d::describe(std::move(reduces), colptr.numel() - 1, rowptr.numel() - 1, col.numel(),
+                     x.size(1), S);
 }
 
 // Checks the backward's arguments, including the forward outputs it is handed back.
 inline SegmentReduceCall check_segment_reduce_backward(
-    const char* op, const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& rowptr,
-    const at::Tensor& x, const at::Tensor& out, const at::Tensor& count_min,
-    const at::Tensor& count_max, const at::Tensor& mean, const at::Tensor& grad_out,
+    const char* op, const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& csc2csr,
+    const at::Tensor& rowptr, const at::Tensor& x, const at::Tensor& out, const at::Tensor& ties,
+    const at::Tensor& wide, const at::Tensor& mean, const at::Tensor& grad_out,
     const std::vector<std::string>& names, const std::optional<at::Tensor>& scale) {
   namespace d = segment_reduce_detail;
   auto reduces = d::parse_reduces(names, op);
-  d::check_graph(op, {{&colptr, "colptr"}, {&row, "row"}, {&rowptr, "rowptr"}}, x,
-                 colptr.numel() - 1);
+  d::check_graph(op,
+                 {{&colptr, "colptr"}, {&row, "row"}, {&csc2csr, "csc2csr"}, {&rowptr, "rowptr"}},
+                 x, colptr.numel() - 1);
   TORCH_CHECK_VALUE(rowptr.numel() >= 1, op, ": rowptr must have num_dst + 1 >= 1 entries");
+  TORCH_CHECK_VALUE(csc2csr.numel() == row.numel(), op, ": csc2csr must have one entry per edge (",
+                    row.numel(), "), got ", csc2csr.numel());
   const int64_t S = d::check_scale(scale, rowptr.numel() - 1, x, op);
-  const SegmentReduceCall call =
-      d::describe(std::move(reduces), colptr.numel() - 1, rowptr.numel() - 1, x.size(1), S);
-  const auto index_dtype = rowptr.scalar_type();
-  const auto n = call.num_dst, KF = call.K * call.F;
-  d::check_aux(out, true, n, KF, x.scalar_type(), x, op, "out");  // the plain results if scaled
-  d::check_aux(grad_out, true, n, std::max<int64_t>(S, 1) * KF, x.scalar_type(), x, op,
-               "grad_out");
-  d::check_aux(count_min, call.want_min, n, call.F, index_dtype, x, op, "count_min");
-  d::check_aux(count_max, call.want_max, n, call.F, index_dtype, x, op, "count_max");
-  d::check_aux(mean, call.want_mean, n, call.F, acc_dtype(x.scalar_type()), x, op, "mean");
+  const SegmentReduceCall call = d::describe(std::move(reduces), colptr.numel() - 1,
+                                             rowptr.numel() - 1, row.numel(), x.size(1), S);
+  const auto n = call.num_dst, F = call.F, KF = call.K * F, N = int64_t(call.ties.count);
+  const char* const kRows = "rows (destination nodes)";
+  const auto dtype = x.scalar_type();
+  d::check_aux(out, true, {n, KF}, {kRows, "features"}, dtype, x, op, "out");  // plain if scaled
+  d::check_aux(grad_out, true, {n, std::max<int64_t>(S, 1) * KF}, {kRows, "features"}, dtype, x,
+               op, "grad_out");
+  d::check_aux(ties, N > 0, {n, N, F}, {kRows, "extrema", "features"}, at::kShort, x, op, "ties");
+  d::check_aux(wide, N > 0, {N, call.wide_rows(), F}, {"extrema", "rows", "features"}, at::kLong,
+               x, op, "wide");
+  d::check_aux(mean, call.want_mean, {n, F}, {kRows, "features"}, acc_dtype(dtype), x, op, "mean");
   return call;
 }
 
-// (out, count_min, count_max, mean, plain)
+// (out, ties, wide, mean, plain)
 using SegmentReduceOutputs =
     std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
-// Uninitialised forward outputs (out, count_min, count_max, mean, plain): out [num_dst, K*F] like
-// x ([num_dst, S*K*F] with S degree scalers); count_min / count_max [num_dst, F] in the index
-// dtype (a count is at most a row's degree) and mean [num_dst, F] in the accumulation dtype when
-// requested; plain [num_dst, K*F] like x with degree scalers; empty [0] tensors otherwise.
+// Uninitialised forward outputs (out, ties, wide, mean, plain): out [num_dst, K*F] like x
+// ([num_dst, S*K*F] with S degree scalers); with min / max, the tie codes ties [num_dst, n, F]
+// (int16, read as uint16) and their wide table [n, wide_rows, F] (int64), n = the extrema
+// (kernels/cpu/segment_extremum.h); mean [num_dst, F] in the accumulation dtype with var / std;
+// plain [num_dst, K*F] like x with degree scalers; empty [0] tensors otherwise. The wide table
+// is zero-filled (the kernels write only its saturated entries; it has a row per 32767 edges), so
+// that every output is a function of the inputs.
 inline SegmentReduceOutputs empty_segment_reduce_outputs(const SegmentReduceCall& call,
-                                                         const at::Tensor& x,
-                                                         const at::Tensor& rowptr) {
-  const auto shape = [&](bool present, int64_t cols) {
-    return present ? std::vector<int64_t>{call.num_dst, cols} : std::vector<int64_t>{0};
+                                                         const at::Tensor& x) {
+  const auto shape = [](bool present, std::vector<int64_t> sizes) {
+    return present ? sizes : std::vector<int64_t>{0};
   };
-  const int64_t KF = call.K * call.F;
+  const int64_t KF = call.K * call.F, N = call.ties.count;
   return {at::empty({call.num_dst, std::max<int64_t>(call.S, 1) * KF}, x.options()),
-          at::empty(shape(call.want_min, call.F), rowptr.options()),
-          at::empty(shape(call.want_max, call.F), rowptr.options()),
-          at::empty(shape(call.want_mean, call.F), x.options().dtype(acc_dtype(x.scalar_type()))),
-          at::empty(shape(call.S > 0, KF), x.options())};
+          at::empty(shape(N > 0, {call.num_dst, N, call.F}), x.options().dtype(at::kShort)),
+          at::zeros(shape(N > 0, {N, call.wide_rows(), call.F}), x.options().dtype(at::kLong)),
+          at::empty(shape(call.want_mean, {call.num_dst, call.F}),
+                    x.options().dtype(acc_dtype(x.scalar_type()))),
+          at::empty(shape(call.S > 0, {call.num_dst, KF}), x.options())};
+}
+
+// The kernels' view of the tie arrays (null when the call has no min / max).
+inline cpu::Ties tie_arrays(const SegmentReduceCall& call, at::Tensor& ties, at::Tensor& wide) {
+  if (call.ties.count == 0) return {};
+  return {reinterpret_cast<uint16_t*>(ties.data_ptr<int16_t>()), wide.data_ptr<int64_t>(),
+          call.wide_rows()};
+}
+inline cpu::TiesView tie_view(const SegmentReduceCall& call, const at::Tensor& ties,
+                              const at::Tensor& wide) {
+  if (call.ties.count == 0) return {};
+  return {reinterpret_cast<const uint16_t*>(ties.const_data_ptr<int16_t>()),
+          wide.const_data_ptr<int64_t>(), call.wide_rows()};
 }
 
 // The contiguous degree scalers of a checked call (undefined without), and the kernels' view of
@@ -169,16 +202,16 @@ cpu::DegreeScales<T> degree_scales(const at::Tensor& scale, at::Tensor& plain) {
 // contiguous factors; the implementation folds them into the [num_dst, K*F] gradient of the plain
 // results (segment_reduce_fold_scales) before the backward proper.
 struct SegmentReduceBackwardOperands {
-  at::Tensor x, out, count_min, count_max, mean, grad_out, grad_x, scale;
+  at::Tensor x, out, ties, wide, mean, grad_out, grad_x, scale;
 };
 inline SegmentReduceBackwardOperands segment_reduce_backward_operands(
     const SegmentReduceCall& call, const at::Tensor& x, const at::Tensor& out,
-    const at::Tensor& count_min, const at::Tensor& count_max, const at::Tensor& mean,
+    const at::Tensor& ties, const at::Tensor& wide, const at::Tensor& mean,
     const at::Tensor& grad_out, const std::optional<at::Tensor>& scale) {
   const at::Tensor x_dense = last_dim_contiguous(x);
   const at::Tensor grad_x = at::empty({call.num_src, call.F}, x_dense.options());
-  return {x_dense,           out.contiguous(),      count_min.contiguous(), count_max.contiguous(),
-          mean.contiguous(), grad_out.contiguous(), grad_x, contiguous_scale(call, scale)};
+  return {x_dense,           out.contiguous(),      ties.contiguous(), wide.contiguous(),
+          mean.contiguous(), grad_out.contiguous(), grad_x,            contiguous_scale(call, scale)};
 }
 
 }  // namespace iognn::torch_ext

@@ -14,6 +14,7 @@
 #include "graph_reference.h"
 #include "kernels/cpu/gat.h"
 #include "kernels/cpu/propagate.h"
+#include "kernels/cpu/segment_extremum.h"
 #include "kernels/cpu/segment_reduce.h"
 
 namespace iognn::test {
@@ -129,14 +130,19 @@ void run_segment_reduce(const Shape& s, uint64_t seed) {
   const std::vector<T> x = random_values<T>(s.num_src * F, seed + 4);
   const std::vector<T> grad = random_values<T>(s.num_dst * K * F, seed + 5);
   std::vector<T> out(s.num_dst * K * F), grad_x(s.num_src * F);
-  std::vector<I> count_min(s.num_dst * F), count_max(s.num_dst * F);
+  // Tie codes of min (slot 0) and max (slot 1); these graphs are far below a saturated count, so
+  // the wide table is empty.
+  const int64_t E = int64_t(g.col.size());
+  ASSERT_EQ(tie_wide_rows(E), 0);
+  std::vector<uint16_t> ties(s.num_dst * 2 * F);
   std::vector<acc_t<T>> mean(s.num_dst * F);
   cpu::segment_reduce_forward<T, I>(g.rowptr.data(), g.col.data(), x.data(), F, s.num_dst, F,
-                                    reduces, out.data(), count_min.data(), count_max.data(),
+                                    reduces, out.data(), cpu::Ties{ties.data(), nullptr, 0},
                                     mean.data());
   cpu::segment_reduce_backward<T, I>(g.colptr.data(), g.row.data(), g.rowptr.data(), x.data(), F,
-                                     out.data(), count_min.data(), count_max.data(), mean.data(),
-                                     grad.data(), s.num_src, F, reduces, grad_x.data());
+                                     out.data(), cpu::TiesView{ties.data(), nullptr, 0},
+                                     mean.data(), grad.data(), s.num_src, F, reduces,
+                                     grad_x.data());
   // Forward by definition (0 for an empty row); backward: sum and mean spread the gradient over
   // the row, min / max send it to the edges holding the result (split evenly among duplicate
   // edges; random values have no other ties), var adds
@@ -152,6 +158,17 @@ void run_segment_reduce(const Shape& s, uint64_t seed) {
         sum += v, sq += v * v;
         if (v < lo) lo = v, lo_p = p;
         if (v > hi) hi = v, hi_p = p;
+      }
+      // A sole holder is named by its position in the row; ties (duplicate edges) and empty rows
+      // are tagged with their holder count.
+      for (int slot = 0; slot < 2; ++slot) {
+        const double best = slot == 0 ? lo : hi;
+        int64_t holders = 0;
+        for (int64_t p = b; p < b + deg; ++p) holders += double(x[g.col[p] * F + f]) == best;
+        const int64_t first = (slot == 0 ? lo_p : hi_p) - b;
+        const uint16_t want_code = holders == 1 && best != 0 ? uint16_t(first)
+                                                             : uint16_t(0x8000 | holders);
+        EXPECT_EQ(ties[(i * 2 + slot) * F + f], want_code) << i << " " << slot;
       }
       const double m = deg ? sum / double(deg) : 0, var = deg ? sq / double(deg) - m * m : 0;
       const double sd = std::sqrt(std::max(var, 1e-5));

@@ -95,3 +95,44 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "cuda" in item.keywords:
                 item.add_marker(skip)
+
+
+def tie_counts(ties: torch.Tensor, wide: torch.Tensor, rowptr: torch.Tensor) -> torch.Tensor:
+    """The holder counts [num_dst, n, F] (int64) that segment_reduce's tie codes stand for.
+
+    A code with bit 15 clear names a sole holder (count 1); otherwise its low 15 bits are the
+    count, 0x7FFF meaning "see row rowptr[i] // 0x7FFF of the wide table" (segment_extremum.h).
+    """
+    code = ties.long() & 0xFFFF
+    counts = torch.where(code < 0x8000, torch.ones_like(code), code & 0x7FFF)
+    saturated = counts == 0x7FFF
+    if saturated.any():
+        dst, ext, f = saturated.nonzero(as_tuple=True)
+        slot = rowptr.long().to(code.device)[dst] // 0x7FFF
+        counts[dst, ext, f] = wide[ext, slot, f]
+    return counts
+
+
+def tie_codes(ties: torch.Tensor) -> torch.Tensor:
+    """segment_reduce's int16 tie codes as their unsigned 16-bit values (int64)."""
+    return ties.long() & 0xFFFF
+
+
+def long_tie_rows(dtype=torch.float64):
+    """(edge_index, x) past the limits of the 16-bit tie codes (kernels/cpu/segment_extremum.h).
+
+    Destinations 0 and 1 have 40,000 in-edges each (sources 0..39,999, so an edge's position in
+    its row is its source). Feature 0 is 1.0 everywhere: both rows hold 40,000 ties, past the
+    0x7FFF a code counts, so their exact counts go to wide-table rows 0 and 1. Feature 1 is
+    |source - 36,000| + 1: the min is held by position 36,000 alone, past the 2^15 positions a
+    code names (tagged with count 1), the max by position 0 (a sole-holder code). Destination 2
+    has three in-edges.
+    """
+    n = 40_000
+    src = torch.arange(n)
+    ei = torch.cat([torch.stack([src, torch.zeros(n, dtype=torch.long)]),
+                    torch.stack([src, torch.ones(n, dtype=torch.long)]),
+                    torch.tensor([[5, 9, 36_000], [2, 2, 2]])], 1)
+    x = torch.stack([torch.ones(n, dtype=torch.float64),
+                     (src - 36_000).abs().double() + 1], 1).to(dtype)
+    return ei, x

@@ -6,7 +6,7 @@ from torch_geometric.nn import aggr
 import iognn
 from iognn.ops.segment_reduce import segment_reduce
 
-from conftest import GRAPH_CASES, sizes, tolerance
+from conftest import GRAPH_CASES, long_tie_rows, sizes, tie_codes, tie_counts, tolerance
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 SINGLE = ["sum", "mean", "min", "max", "var", "std"]
@@ -40,12 +40,18 @@ def tied_features(num_src, F, gen, dtype):
 
 
 def ops_args(g, x, reduces):
-    return (g.rowptr, g.col, g.colptr, g.row, x, reduces)
+    return (g.rowptr, g.col, g.colptr, g.row, g.csc2csr, x, reduces)
 
 
 def backward_args(g, x, fwd, grad, reduces):
-    out, count_min, count_max, mean, _ = fwd
-    return (g.colptr, g.row, g.rowptr, x, out, count_min, count_max, mean, grad, reduces)
+    out, ties, wide, mean, _ = fwd
+    return (g.colptr, g.row, g.csc2csr, g.rowptr, x, out, ties, wide, mean, grad, reduces)
+
+
+def counts_of(g, x, reduces):
+    """The min / max holder counts [num_dst, n, F] of the forward op."""
+    _, ties, wide, _, _ = torch.ops.iognn.segment_reduce(*ops_args(g, x.detach(), reduces))
+    return tie_counts(ties, wide, g.rowptr)
 
 
 def assert_matches_pyg(g, edge_index, x, reduces, num_dst, grad, tol=None):
@@ -143,11 +149,11 @@ def test_int32_and_int64_graphs_agree_bitwise():
     ga, = torch.autograd.grad(a, x, grad)
     gb, = torch.autograd.grad(b, x, grad)
     torch.testing.assert_close(ga, gb, rtol=0, atol=0)
-    _, cmin32, cmax32, _, _ = torch.ops.iognn.segment_reduce(*ops_args(g32, x.detach(), reduces))
-    _, cmin64, cmax64, _, _ = torch.ops.iognn.segment_reduce(*ops_args(g64, x.detach(), reduces))
-    assert cmin32.dtype == torch.int32 and cmin64.dtype == torch.int64
-    assert torch.equal(cmin32.long(), cmin64) and torch.equal(cmax32.long(), cmax64)
-    assert int(cmax64.max()) > 1  # the features do tie
+    t32 = torch.ops.iognn.segment_reduce(*ops_args(g32, x.detach(), reduces))[1]
+    t64 = torch.ops.iognn.segment_reduce(*ops_args(g64, x.detach(), reduces))[1]
+    assert t32.dtype == t64.dtype == torch.int16 and t32.shape == (50, 2, 8)
+    assert torch.equal(t32, t64)
+    assert int(counts_of(g64, x, reduces).max()) > 1  # the features do tie
 
 
 def test_non_contiguous_features():
@@ -204,16 +210,20 @@ def test_auxiliary_outputs():
     ei = torch.tensor([[0, 1, 2, 3], [1, 1, 1, 1]])
     g = iognn.Graph(ei, 4)
     x = torch.tensor([[1.0], [4.0], [-2.0], [4.0]])
-    _, count_min, count_max, mean, plain = torch.ops.iognn.segment_reduce(
-        *ops_args(g, x, ["std", "min", "max"]))
-    # row 1: min -2 held once, max 4 held by two edges; empty rows count 0
-    assert count_min.tolist() == [[0], [1], [0], [0]]
-    assert count_max.tolist() == [[0], [2], [0], [0]]
+    _, ties, wide, mean, plain = torch.ops.iognn.segment_reduce(
+        *ops_args(g, x, ["std", "max", "min"]))
+    # row 1 (in-edges from sources 0, 1, 2, 3): min -2 held by its third edge alone (a sole holder:
+    # code 2), max 4 by two edges (tagged, count 2); empty rows are tagged with count 0. The min
+    # comes first whatever the request order.
+    assert ties.dtype == torch.int16 and ties.shape == (4, 2, 1)
+    assert tie_codes(ties)[:, :, 0].tolist() == [[0x8000, 0x8000], [2, 0x8002],
+                                                 [0x8000, 0x8000], [0x8000, 0x8000]]
+    assert wide.dtype == torch.int64 and wide.shape == (2, 0, 1)  # 4 edges: no count saturates
     torch.testing.assert_close(mean, torch.tensor([[0.0], [1.75], [0.0], [0.0]]))
-    assert not mean.requires_grad and not count_max.requires_grad
+    assert not mean.requires_grad and not ties.requires_grad
     assert plain.numel() == 0  # no degree scalers
-    _, count_min, count_max, mean, _ = torch.ops.iognn.segment_reduce(*ops_args(g, x, ["sum"]))
-    assert count_min.numel() == count_max.numel() == mean.numel() == 0
+    _, ties, wide, mean, _ = torch.ops.iognn.segment_reduce(*ops_args(g, x, ["sum"]))
+    assert ties.numel() == wide.numel() == mean.numel() == 0
 
 
 def test_ties_split_the_gradient_evenly_like_pyg():
@@ -225,9 +235,9 @@ def test_ties_split_the_gradient_evenly_like_pyg():
     out = segment_reduce(g, x, ["min", "max"])  # columns: min f0, min f1, max f0, max f1
     torch.testing.assert_close(out, torch.tensor([[5.0, -1.0, 7.0, 2.0], [5.0, -1.0, 5.0, -1.0],
                                                   [0.0] * 4, [0.0] * 4], dtype=torch.float64))
-    _, count_min, count_max, _, _ = torch.ops.iognn.segment_reduce(*ops_args(g, x, ["min", "max"]))
-    assert count_min.tolist() == [[3, 4], [2, 2], [0, 0], [0, 0]]
-    assert count_max.tolist() == [[2, 1], [2, 2], [0, 0], [0, 0]]
+    counts = counts_of(g, x, ["min", "max"])
+    assert counts[:, 0].tolist() == [[3, 4], [2, 2], [0, 0], [0, 0]]  # min
+    assert counts[:, 1].tolist() == [[2, 1], [2, 2], [0, 0], [0, 0]]  # max
     # dst 0: min f0 = 5 shared by sources 1, 2, 3 (1/3 each); max f0 = 7 by both edges of source
     # 0 (1/2 each); min f1 = -1 by sources 0 (twice), 1, 2 (1/4 per edge); max f1 = 2 by source 3.
     # dst 1: sources 1 and 2 tie on everything (1/2 each, min and max).
@@ -238,6 +248,22 @@ def test_ties_split_the_gradient_evenly_like_pyg():
     grad_x, = torch.autograd.grad(segment_reduce(g, x, ["min", "max"]), x, ones)
     torch.testing.assert_close(grad_x, expected)
     assert_matches_pyg(g, ei, x, ["min", "max"], 4, ones)
+
+
+def test_tie_codes_past_their_16_bit_limits():
+    # 40,000 ties per row (saturated codes, exact counts in the wide table) and a sole holder at
+    # position 36,000 (tagged, count 1): the gradients still equal PyG's.
+    ei, x = long_tie_rows()
+    g = iognn.Graph(ei, 40_000)
+    _, ties, wide, _, _ = torch.ops.iognn.segment_reduce(*ops_args(g, x, ["min", "max"]))
+    codes = tie_codes(ties)
+    assert codes[:2, :, 0].tolist() == [[0xFFFF, 0xFFFF], [0xFFFF, 0xFFFF]]
+    assert wide.shape == (2, 80_003 // 0x7FFF, 2)
+    assert wide[:, :2, 0].tolist() == [[40_000, 40_000], [40_000, 40_000]]
+    assert codes[:2, :, 1].tolist() == [[0x8001, 0], [0x8001, 0]]
+    assert tie_counts(ties, wide, g.rowptr)[2].tolist() == [[3, 1], [3, 1]]  # [min, max][f]
+    grad = torch.rand(40_000, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    assert_matches_pyg(g, ei, x, ["min", "max"], 40_000, grad)
 
 
 def test_zero_result_counts_the_fill_as_a_tie():
@@ -263,8 +289,8 @@ def test_nan_propagates_like_amax():
     reduces = ["min", "max", "sum"]
     out = segment_reduce(g, x, reduces)
     assert out[0, 0].isnan() and out[0, 2].isnan() and out[0, 1] == 0.0 and out[0, 3] == 2.0
-    _, count_min, count_max, _, _ = torch.ops.iognn.segment_reduce(*ops_args(g, x.detach(), reduces))
-    assert count_min[:2, 0].tolist() == [0, 0] and count_max[:2, 0].tolist() == [0, 0]
+    counts = counts_of(g, x, reduces)
+    assert counts[:2, :, 0].tolist() == [[0, 0], [0, 0]]  # NaN results: tagged, no holder
     # As in torch, a NaN result sends NaN to every in-edge of its row (here rows 0 and 1, f0).
     grad_x, = torch.autograd.grad(out[:, :4].sum(), x)
     assert grad_x[:, 0].isnan().all()
@@ -303,15 +329,22 @@ def test_bad_inputs_raise_clear_errors():
     reduces = ["min", "var"]
     fwd = torch.ops.iognn.segment_reduce(*ops_args(g, x, reduces))
     bwd = backward_args(g, x, fwd, fwd[0], reduces)[:-1]
-    count_min, mean = fwd[1], fwd[3]
-    with pytest.raises(ValueError, match="count_min has 2 rows"):
-        torch.ops.iognn.segment_reduce_backward(*bwd[:5], count_min[:2], *bwd[6:], reduces)
-    with pytest.raises(TypeError, match="count_min must have dtype"):
-        torch.ops.iognn.segment_reduce_backward(*bwd[:5], count_min.long(), *bwd[6:], reduces)
+    ties, wide, mean = fwd[1], fwd[2], fwd[3]
+    with pytest.raises(ValueError, match="ties has 2 rows"):
+        torch.ops.iognn.segment_reduce_backward(*bwd[:6], ties[:2], *bwd[7:], reduces)
+    with pytest.raises(TypeError, match="ties must have dtype Short"):
+        torch.ops.iognn.segment_reduce_backward(*bwd[:6], ties.int(), *bwd[7:], reduces)
+    with pytest.raises(ValueError, match="ties must be 3-D"):
+        torch.ops.iognn.segment_reduce_backward(*bwd[:6], ties[:, 0], *bwd[7:], reduces)
+    with pytest.raises(ValueError, match="wide has 2 extrema"):
+        torch.ops.iognn.segment_reduce_backward(*bwd[:7], wide.expand(2, -1, -1), *bwd[8:],
+                                                reduces)
     with pytest.raises(TypeError, match="mean must have dtype"):
-        torch.ops.iognn.segment_reduce_backward(*bwd[:7], mean.double(), bwd[8], reduces)
+        torch.ops.iognn.segment_reduce_backward(*bwd[:8], mean.double(), bwd[9], reduces)
     with pytest.raises(ValueError, match="grad_out has 2 features"):
-        torch.ops.iognn.segment_reduce_backward(*bwd[:8], fwd[0][:, :2], reduces)
+        torch.ops.iognn.segment_reduce_backward(*bwd[:9], fwd[0][:, :2], reduces)
+    with pytest.raises(ValueError, match="csc2csr must have one entry per edge"):
+        torch.ops.iognn.segment_reduce_backward(bwd[0], bwd[1], bwd[2][:1], *bwd[3:], reduces)
     # The process stays usable after an error.
     assert segment_reduce(g, x, ["sum", "std"]).shape == (3, 4)
 
@@ -386,8 +419,8 @@ def test_degree_scales_opcheck(index_dtype):
         fwd = torch.ops.iognn.segment_reduce(*ops_args(g, x.detach(), reduces), scale.detach())
         assert fwd[4].shape == (n, len(reduces) * 5)  # the plain results
         grad = torch.randn(fwd[0].shape, generator=gen)
-        args = (g.colptr, g.row, g.rowptr, x.detach(), fwd[4], *fwd[1:4], grad, reduces,
-                scale.detach())
+        args = (g.colptr, g.row, g.csc2csr, g.rowptr, x.detach(), fwd[4], *fwd[1:4], grad,
+                reduces, scale.detach())
         torch.library.opcheck(torch.ops.iognn.segment_reduce_backward.default, args)
 
 
@@ -417,5 +450,5 @@ def test_degree_scales_non_contiguous_and_bad_inputs():
         torch.ops.iognn.segment_reduce(*ops_args(g, x, ["sum"]), torch.rand(3, 0))
     fwd = torch.ops.iognn.segment_reduce(*ops_args(g, x, ["sum"]), torch.rand(3, 2))
     with pytest.raises(ValueError, match="grad_out has 2 features"):  # expects S * K * F = 4
-        torch.ops.iognn.segment_reduce_backward(g.colptr, g.row, g.rowptr, x, fwd[4], *fwd[1:4],
-                                                fwd[4], ["sum"], torch.rand(3, 2))
+        torch.ops.iognn.segment_reduce_backward(g.colptr, g.row, g.csc2csr, g.rowptr, x, fwd[4],
+                                                *fwd[1:4], fwd[4], ["sum"], torch.rand(3, 2))

@@ -1,8 +1,8 @@
 """iognn::segment_reduce(_backward) on CUDA against the CPU op (itself tested against PyG).
 
-Every comparison covers the outputs, the count_min / count_max / mean auxiliary tensors and grad_x.
-The reference is the CPU op in fp64 on the same (rounded) values, so min / max values and their tie
-counts must match exactly in every dtype; the CPU op itself equals PyG, ties included
+Every comparison covers the outputs, the ties / wide / mean auxiliary tensors and grad_x. The
+reference is the CPU op in fp64 on the same (rounded) values, so min / max values and their tie
+codes must match exactly in every dtype; the CPU op itself equals PyG, ties included
 (test_segment_reduce.py), and PyG on CUDA is compared directly too. Graphs with rows of degree in
 the thousands or the millions go through the split-and-merge path of the CUDA kernels (heavy
 rows), the others through the one-group-per-row path; both are checked for bit-identical reruns.
@@ -13,7 +13,7 @@ import torch
 import iognn
 from iognn.ops.segment_reduce import segment_reduce
 
-from conftest import random_edge_index, sizes, tolerance
+from conftest import long_tie_rows, random_edge_index, sizes, tie_codes, tie_counts, tolerance
 
 pytestmark = pytest.mark.cuda
 
@@ -33,12 +33,17 @@ def poison_allocator():
 
 
 def run_op(g, x, reduces, grad):
-    """(out, count_min, count_max, mean, grad_x) of the forward and backward ops on g's device."""
-    out, count_min, count_max, mean, _ = torch.ops.iognn.segment_reduce(
-        g.rowptr, g.col, g.colptr, g.row, x, reduces)
+    """(out, ties, wide, mean, grad_x) of the forward and backward ops on g's device."""
+    out, ties, wide, mean, _ = torch.ops.iognn.segment_reduce(
+        g.rowptr, g.col, g.colptr, g.row, g.csc2csr, x, reduces)
     grad_x = torch.ops.iognn.segment_reduce_backward(
-        g.colptr, g.row, g.rowptr, x, out, count_min, count_max, mean, grad, reduces)
-    return out, count_min, count_max, mean, grad_x
+        g.colptr, g.row, g.csc2csr, g.rowptr, x, out, ties, wide, mean, grad, reduces)
+    return out, ties, wide, mean, grad_x
+
+
+def counts(g, got):
+    """The min / max holder counts [num_dst, n, F] of run_op's results (on the CPU)."""
+    return tie_counts(got[1].cpu(), got[2].cpu(), g.rowptr.cpu())
 
 
 def fp32_atol(g):
@@ -64,11 +69,11 @@ def check_against_cpu(g, x, reduces, seed=0, grad=None, tol=None):
         atol = fp32_atol(g)
     if tol is not None:
         rtol, atol = tol
-    out, count_min, count_max, mean, grad_x = (t.cpu() for t in got)
+    out, ties, wide, mean, grad_x = (t.cpu() for t in got)
     assert out.dtype == x.dtype and grad_x.dtype == x.dtype
     torch.testing.assert_close(out.double(), ref[0], rtol=rtol, atol=atol, equal_nan=True)
-    assert torch.equal(count_min, ref[1].to(count_min.dtype)), "count_min differs"
-    assert torch.equal(count_max, ref[2].to(count_max.dtype)), "count_max differs"
+    assert torch.equal(ties, ref[1]), "tie codes differ"
+    assert torch.equal(wide, ref[2]), "wide tie counts differ"
     assert mean.dtype == (torch.float64 if x.dtype == torch.float64 else torch.float32)
     torch.testing.assert_close(mean.double(), ref[3], rtol=rtol, atol=atol, equal_nan=True)
     torch.testing.assert_close(grad_x.double(), ref[4], rtol=rtol, atol=atol, equal_nan=True)
@@ -191,8 +196,8 @@ def test_int32_and_int64_graphs_agree_bitwise(reduces):
     x = torch.randn(200, 16, generator=gen).cuda()
     grad = torch.randn(200, 16 * len(reduces), generator=gen).cuda()
     a, b = run_op(g32, x, reduces, grad), run_op(g64, x, reduces, grad)
-    for t32, t64 in zip(a, b):  # arg tensors come in the index dtype, the rest alike
-        assert torch.equal(t32.to(t64.dtype), t64)
+    for t32, t64 in zip(a, b):  # tie codes and counts too: no output depends on the index dtype
+        assert torch.equal(t32, t64)
 
 
 # ---- schedule: super-nodes, ties, NaN, empty rows, determinism, streams ------------------------
@@ -228,9 +233,10 @@ def test_million_edge_hub_with_ties():
     # (an absolute tolerance would hide a wrong share of 1/200k). fp64 agrees with the CPU up to
     # the summation order, so any wrong count or share shows; fp32 sums 10^6 shares for source 1.
     grad = torch.rand(n, 32, generator=gen, dtype=torch.float64) + 0.5
-    _, count_min, count_max, _, _ = check_against_cpu(g, x, ["min", "max"], grad=grad,
-                                                      tol=(1e-9, 1e-12))
-    assert int(count_max[0].min()) > 150_000 and int(count_min[0].min()) > 150_000
+    got = check_against_cpu(g, x, ["min", "max"], grad=grad, tol=(1e-9, 1e-12))
+    held = counts(g, got)
+    assert int(held[0].min()) > 150_000  # saturated: the exact counts come from the wide table
+    assert (tie_codes(got[1][0].cpu()) == 0xFFFF).all()
     check_against_cpu(g, x.float(), ["min", "max"], grad=grad.float(), tol=(1e-3, 1e-12))
     check_against_cpu(g, x, FUSED[0], seed=34)  # fused with mean and std (long sums: fp64)
 
@@ -243,11 +249,11 @@ def test_rows_of_equal_values_split_evenly(degree, fill):
     g = graph_with_hubs(300, [degree, degree + 1], 600, seed=12)
     x = torch.full((300, 8), fill)
     grad = torch.ones(300, 16)
-    out, count_min, count_max, _, grad_x = (t.cpu() for t in run_op(
-        g.to("cuda"), x.cuda(), ["min", "max"], grad.cuda()))
+    got = run_op(g.to("cuda"), x.cuda(), ["min", "max"], grad.cuda())
+    out, grad_x = got[0].cpu(), got[4].cpu()
     deg = (g.rowptr[1:] - g.rowptr[:-1]).long()
-    assert torch.equal(count_min.long(), deg[:, None].expand(-1, 8))
-    assert torch.equal(count_max.long(), deg[:, None].expand(-1, 8))
+    # every holder count is the degree (a row of one edge: a sole holder, unless the value is 0)
+    assert torch.equal(counts(g, got), deg[:, None, None].expand(-1, 2, 8))
     torch.testing.assert_close(out, torch.where(deg[:, None] > 0, fill, 0.0).expand(-1, 16))
     share = 2.0 / (deg.double() + (1.0 if fill == 0.0 else 0.0)).clamp(min=1)
     expected = torch.zeros(300, dtype=torch.float64).index_add_(
@@ -256,12 +262,25 @@ def test_rows_of_equal_values_split_evenly(degree, fill):
     check_against_cpu(g, x, ["min", "max"], grad=grad)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_tie_codes_past_their_16_bit_limits(dtype):
+    # Rows of 40,000 ties (split into segments: the first holder and the saturated count survive
+    # the merge) and a sole holder past position 2^15: the same codes, wide counts and grad_x as
+    # the CPU op, for the min / max kernel and the fused one (tabulated shares).
+    ei, x = long_tie_rows(dtype)
+    g = iognn.Graph(ei, 40_000)
+    got = check_against_cpu(g, x, ["min", "max"], seed=43)
+    assert tie_codes(got[1][:2, :, 0].cpu()).eq(0xFFFF).all()
+    assert counts(g, got)[:2, :, 0].eq(40_000).all()
+    check_against_cpu(g, x, FUSED[0], seed=44, tol=(1e-2, 1e-2) if dtype != torch.float64 else None)
+
+
 def test_ties_small_examples_match_cpu():
     ei = torch.tensor([[3, 1, 0, 2, 0, 2, 1], [0, 0, 0, 0, 0, 1, 1]])
     g = iognn.Graph(ei, 4)
     x = torch.tensor([[7.0, -1.0], [5.0, -1.0], [5.0, -1.0], [5.0, 2.0]], dtype=torch.float64)
     got = check_against_cpu(g, x, ["min", "max"], grad=torch.ones(4, 4, dtype=torch.float64))
-    assert got[1].tolist() == [[3, 4], [2, 2], [0, 0], [0, 0]]
+    assert counts(g, got)[:, 0].tolist() == [[3, 4], [2, 2], [0, 0], [0, 0]]
     # A result of 0 (either sign): the zero fill is one more tied element.
     ei = torch.tensor([[0, 1, 2, 3, 4], [0, 0, 0, 1, 1]])
     x = torch.tensor([[0.0], [-0.0], [-1.0], [0.0], [3.0]], dtype=torch.float64)
@@ -288,21 +307,22 @@ def test_empty_rows_give_zeros_and_no_ties():
     ei = torch.tensor([[0, 1, 2, 2], [1, 1, 3, 3]])
     g = iognn.Graph(ei, (3, 6))
     x = torch.randn(3, 8, dtype=torch.float64)
-    out, count_min, count_max, mean, _ = check_against_cpu(g, x, ALL_SIX)
+    got = check_against_cpu(g, x, ALL_SIX)
+    out, mean, held = got[0].cpu(), got[3].cpu(), counts(g, got)
     empty = torch.tensor([0, 2, 4, 5])
-    assert torch.equal(out.cpu()[empty], torch.zeros(4, 48, dtype=torch.float64))
-    assert (count_min.cpu()[empty] == 0).all() and (count_max.cpu()[empty] == 0).all()
-    assert (count_max.cpu()[3] == 2).all()  # source 2's duplicate edge ties with itself
-    assert (mean.cpu()[empty] == 0).all()
+    assert torch.equal(out[empty], torch.zeros(4, 48, dtype=torch.float64))
+    assert (tie_codes(got[1].cpu()[empty]) == 0x8000).all()  # tagged, no holder
+    assert (held[3] == 2).all()  # source 2's duplicate edge ties with itself
+    assert (mean[empty] == 0).all()
 
 
 def test_no_edges_and_no_features():
     g = iognn.Graph(torch.empty(2, 0, dtype=torch.long), (4, 3))
     check_against_cpu(g, torch.randn(4, 5), ALL_SIX)  # grad_x must be written as zeros
     g = graph_with_hubs(10, [3], 10, seed=16)
-    out, count_min, _, _, grad_x = run_op(g.to("cuda"), torch.empty(10, 0, device="cuda"), ALL_SIX,
-                                          torch.empty(10, 0, device="cuda"))
-    assert out.shape == (10, 0) and count_min.shape == (10, 0) and grad_x.shape == (10, 0)
+    out, ties, _, _, grad_x = run_op(g.to("cuda"), torch.empty(10, 0, device="cuda"), ALL_SIX,
+                                     torch.empty(10, 0, device="cuda"))
+    assert out.shape == (10, 0) and ties.shape == (10, 2, 0) and grad_x.shape == (10, 0)
 
 
 @pytest.mark.parametrize("values", ["continuous", "tied"])
@@ -325,7 +345,7 @@ def test_bitwise_deterministic(dtype, values):
 @pytest.mark.parametrize("F", [3, 64], ids=["per-element", "packed"])
 def test_tabulated_min_max_shares_equal_the_direct_reads(F, dtype):
     # With var (or any reduction of the coefficient pre-pass) min and max read their tabulated
-    # shares; alone they read the result, gradient and tie count per edge. A zero var gradient
+    # shares; alone they read the gradient (and for tied codes the result). A zero var gradient
     # adds exact zeros before the shares, so both paths must give the same grad_x bit for bit,
     # on light and split (heavy) source rows, with ties and zero results.
     g = graph_with_hubs(400, [3000, 300], 2500, seed=41, out_degrees=[5000, 600]).to("cuda")
@@ -423,13 +443,12 @@ def test_opcheck(index_dtype, reduces):
         assert g.index_dtype == index_dtype
         n = g.num_src_nodes
         x = torch.randn(n, 5, generator=gen).cuda().requires_grad_()
-        args = (g.rowptr, g.col, g.colptr, g.row, x, reduces)
+        args = (g.rowptr, g.col, g.colptr, g.row, g.csc2csr, x, reduces)
         torch.library.opcheck(torch.ops.iognn.segment_reduce.default, args)
-        out, count_min, count_max, mean, _ = torch.ops.iognn.segment_reduce(*args[:4], x.detach(),
-                                                                            reduces)
+        out, ties, wide, mean, _ = torch.ops.iognn.segment_reduce(*args[:5], x.detach(), reduces)
         grad = torch.randn(out.shape, generator=gen).cuda()
         torch.library.opcheck(torch.ops.iognn.segment_reduce_backward.default,
-                              (g.colptr, g.row, g.rowptr, x.detach(), out, count_min, count_max,
+                              (g.colptr, g.row, g.csc2csr, g.rowptr, x.detach(), out, ties, wide,
                                mean, grad, reduces))
 
 
@@ -437,10 +456,11 @@ def test_device_mismatch_raises():
     g = graph_with_hubs(10, [3], 10, seed=26)
     x = torch.randn(10, 2, device="cuda")
     with pytest.raises(ValueError, match="rowptr is on cpu"):
-        torch.ops.iognn.segment_reduce(g.rowptr, g.col, g.colptr, g.row, x, ["sum"])
+        torch.ops.iognn.segment_reduce(g.rowptr, g.col, g.colptr, g.row, g.csc2csr, x, ["sum"])
     with pytest.raises(ValueError, match="unknown reduction 'median'"):
         g = g.to("cuda")
-        torch.ops.iognn.segment_reduce(g.rowptr, g.col, g.colptr, g.row, x, ["median"])
+        torch.ops.iognn.segment_reduce(g.rowptr, g.col, g.colptr, g.row, g.csc2csr, x,
+                                       ["median"])
 
 
 # ---- degree scalers (PNA) in the epilogue ---------------------------------------------------------
@@ -464,8 +484,9 @@ def check_scaled_against_cpu(g, x, reduces, seed):
         sd = scale.to(device, dtype).requires_grad_()
         out = segment_reduce(g.to(device), xd, reduces, sd)
         results.append((out, *torch.autograd.grad(out, (xd, sd), grad.to(device, dtype))))
-    fwd = torch.ops.iognn.segment_reduce(*(t.cuda() for t in (g.rowptr, g.col, g.colptr, g.row)),
-                                         x.cuda(), reduces, scale.cuda())
+    graph = (g.rowptr, g.col, g.colptr, g.row, g.csc2csr)
+    fwd = torch.ops.iognn.segment_reduce(*(t.cuda() for t in graph), x.cuda(), reduces,
+                                         scale.cuda())
     plain = fwd[4].cpu()
     scaled = torch.cat([plain * scale[:, s:s + 1] for s in range(3)], dim=1)
     assert torch.equal(results[0][0].cpu(), scaled), "scaled blocks differ from plain * scale"

@@ -1,8 +1,8 @@
 // Autograd of iognn::segment_reduce, registered for the Autograd dispatch key in C++ (no Python
 // autograd machinery per call; see autograd/propagate.cpp).
 //
-// (out, count_min, count_max, mean, plain) = segment_reduce(..., x, reduces, scale?):
-//   grad_x     = segment_reduce_backward(..., results, counts, mean, grad_out, reduces, scale)
+// (out, ties, wide, mean, plain) = segment_reduce(..., x, reduces, scale?):
+//   grad_x     = segment_reduce_backward(..., results, ties, wide, mean, grad_out, reduces, scale)
 //   grad_scale = sum_c grad_out[i, s, c] * results[i, c]          when scale requires a gradient
 // where results are the unscaled results (out, or plain with scale). Only out is differentiable:
 // the auxiliary outputs are marked non-differentiable and their gradients are not materialised
@@ -24,71 +24,70 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-using Optional = std::optional<at::Tensor>;
+using Tensor = at::Tensor;
+using Optional = std::optional<Tensor>;
 using Names = std::vector<std::string>;
-using Outputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+using Outputs = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>;
 
-Outputs call_segment_reduce(const at::Tensor& rowptr, const at::Tensor& col,
-                            const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& x,
+Outputs call_segment_reduce(const Tensor& rowptr, const Tensor& col, const Tensor& colptr,
+                            const Tensor& row, const Tensor& csc2csr, const Tensor& x,
                             const Names& reduces, const Optional& scale) {
-  static const auto op = typed_op<Outputs(const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                          const at::Tensor&, const at::Tensor&, Names,
-                                          const Optional&)>("segment_reduce");
-  return op.call(rowptr, col, colptr, row, x, reduces, scale);
+  static const auto op =
+      typed_op<Outputs(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                       const Tensor&, Names, const Optional&)>("segment_reduce");
+  return op.call(rowptr, col, colptr, row, csc2csr, x, reduces, scale);
 }
 
-at::Tensor call_backward(const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& rowptr,
-                         const at::Tensor& x, const at::Tensor& results,
-                         const at::Tensor& count_min, const at::Tensor& count_max,
-                         const at::Tensor& mean, const at::Tensor& grad_out, const Names& reduces,
-                         const Optional& scale) {
-  static const auto op = typed_op<at::Tensor(
-      const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-      const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-      const at::Tensor&, Names, const Optional&)>("segment_reduce_backward");
-  return op.call(colptr, row, rowptr, x, results, count_min, count_max, mean, grad_out, reduces,
+Tensor call_backward(const Tensor& colptr, const Tensor& row, const Tensor& csc2csr,
+                     const Tensor& rowptr, const Tensor& x, const Tensor& results,
+                     const Tensor& ties, const Tensor& wide, const Tensor& mean,
+                     const Tensor& grad_out, const Names& reduces, const Optional& scale) {
+  static const auto op = typed_op<Tensor(
+      const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+      const Tensor&, const Tensor&, const Tensor&, const Tensor&, Names, const Optional&)>(
+      "segment_reduce_backward");
+  return op.call(colptr, row, csc2csr, rowptr, x, results, ties, wide, mean, grad_out, reduces,
                  scale);
 }
 
 class SegmentReduceFunction : public torch::autograd::Function<SegmentReduceFunction> {
  public:
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& rowptr,
-                               const at::Tensor& col, const at::Tensor& colptr,
-                               const at::Tensor& row, const at::Tensor& x, const Names& reduces,
-                               const Optional& scale) {
+  static variable_list forward(AutogradContext* ctx, const Tensor& rowptr, const Tensor& col,
+                               const Tensor& colptr, const Tensor& row, const Tensor& csc2csr,
+                               const Tensor& x, const Names& reduces, const Optional& scale) {
     Outputs outputs;
     {
       at::AutoDispatchBelowADInplaceOrView guard;
-      outputs = call_segment_reduce(rowptr, col, colptr, row, x, reduces, scale);
+      outputs = call_segment_reduce(rowptr, col, colptr, row, csc2csr, x, reduces, scale);
     }
-    auto& [out, count_min, count_max, mean, plain] = outputs;
-    const at::Tensor s = value_or_undefined(scale);
-    ctx->mark_non_differentiable({count_min, count_max, mean, plain});
+    auto& [out, ties, wide, mean, plain] = outputs;
+    const Tensor s = value_or_undefined(scale);
+    ctx->mark_non_differentiable({ties, wide, mean, plain});
     ctx->set_materialize_grads(false);
     ctx->saved_data["reduces"] = reduces;
-    ctx->save_for_backward({rowptr, colptr, row, x, s.defined() ? plain : out, count_min,
-                            count_max, mean, s});
-    return {out, count_min, count_max, mean, plain};
+    ctx->save_for_backward(
+        {rowptr, colptr, row, csc2csr, x, s.defined() ? plain : out, ties, wide, mean, s});
+    return {out, ties, wide, mean, plain};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    // Edges: rowptr, col, colptr, row, x (4), scale (5) when given.
-    variable_list result(7);
+    // Edges: rowptr, col, colptr, row, csc2csr, x (5), scale (6) when given.
+    variable_list result(8);
     if (!grads[0].defined()) return result;
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor &rowptr = saved[0], &colptr = saved[1], &row = saved[2], &x = saved[3],
-                     &results = saved[4], &count_min = saved[5], &count_max = saved[6],
-                     &mean = saved[7], &scale = saved[8];
+    const Tensor &rowptr = saved[0], &colptr = saved[1], &row = saved[2], &csc2csr = saved[3],
+                 &x = saved[4], &results = saved[5], &ties = saved[6], &wide = saved[7],
+                 &mean = saved[8], &scale = saved[9];
     const Names reduces = ctx->saved_data["reduces"].to<Names>();
-    const at::Tensor grad_out = grads[0].contiguous();
-    if (ctx->needs_input_grad(4))
-      result[4] = call_backward(colptr, row, rowptr, x, results, count_min, count_max, mean,
+    const Tensor grad_out = grads[0].contiguous();
+    if (ctx->needs_input_grad(5))
+      result[5] = call_backward(colptr, row, csc2csr, rowptr, x, results, ties, wide, mean,
                                 grad_out, reduces, optional_of(scale));
-    if (scale.defined() && ctx->needs_input_grad(5)) {
+    if (scale.defined() && ctx->needs_input_grad(6)) {
       // Symbolic sizes under torch.compile.
       const c10::SymInt num_dst = scale.sym_size(0), num_scales = scale.sym_size(1),
                         width = results.sym_size(1);
-      result[6] = at::bmm(grad_out.view_symint({num_dst, num_scales, width}),
+      result[7] = at::bmm(grad_out.view_symint({num_dst, num_scales, width}),
                           results.view_symint({num_dst, width, 1}))
                       .view_symint({num_dst, num_scales});
     }
@@ -96,11 +95,11 @@ class SegmentReduceFunction : public torch::autograd::Function<SegmentReduceFunc
   }
 };
 
-Outputs segment_reduce_autograd(const at::Tensor& rowptr, const at::Tensor& col,
-                                const at::Tensor& colptr, const at::Tensor& row,
-                                const at::Tensor& x, Names reduces, const Optional& scale) {
+Outputs segment_reduce_autograd(const Tensor& rowptr, const Tensor& col, const Tensor& colptr,
+                                const Tensor& row, const Tensor& csc2csr, const Tensor& x,
+                                Names reduces, const Optional& scale) {
   const variable_list out =
-      SegmentReduceFunction::apply(rowptr, col, colptr, row, x, reduces, scale);
+      SegmentReduceFunction::apply(rowptr, col, colptr, row, csc2csr, x, reduces, scale);
   return {out[0], out[1], out[2], out[3], out[4]};
 }
 

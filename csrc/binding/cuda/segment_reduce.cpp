@@ -27,17 +27,17 @@ at::Tensor workspace_like(size_t bytes, const at::Tensor& x) {
 
 SegmentReduceOutputs segment_reduce_cuda(const at::Tensor& rowptr, const at::Tensor& col,
                                          const at::Tensor& colptr, const at::Tensor& row,
-                                         const at::Tensor& x_in,
+                                         const at::Tensor& csc2csr, const at::Tensor& x_in,
                                          std::vector<std::string> reduce_names,
                                          const std::optional<at::Tensor>& scale_in) {
   constexpr const char* op = "iognn::segment_reduce";
   const SegmentReduceCall call =
-      check_segment_reduce(op, rowptr, col, colptr, row, x_in, reduce_names, scale_in);
+      check_segment_reduce(op, rowptr, col, colptr, row, csc2csr, x_in, reduce_names, scale_in);
   const c10::cuda::CUDAGuard guard(x_in.device());
   const at::Tensor x = last_dim_contiguous(x_in);
   const at::Tensor scale = contiguous_scale(call, scale_in);
-  auto [out, count_min, count_max, mean, plain] = empty_segment_reduce_outputs(call, x, rowptr);
-  if (out.numel() == 0) return {out, count_min, count_max, mean, plain};
+  auto [out, ties, wide, mean, plain] = empty_segment_reduce_outputs(call, x);
+  if (out.numel() == 0) return {out, ties, wide, mean, plain};
   const int64_t num_edges = col.numel();
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   dispatch_float(x.scalar_type(), op, [&](auto ft) {
@@ -49,30 +49,29 @@ SegmentReduceOutputs segment_reduce_cuda(const at::Tensor& rowptr, const at::Ten
       translate_errors([&] {
         cuda::segment_reduce_forward<T, I>(
             cptr<I>(rowptr), cptr<I>(col), cptr<T>(x), x.stride(0), call.num_dst, num_edges,
-            call.F, call.reduces, ptr<T>(out), call.want_min ? ptr<I>(count_min) : nullptr,
-            call.want_max ? ptr<I>(count_max) : nullptr,
+            call.F, call.reduces, ptr<T>(out), tie_arrays(call, ties, wide),
             call.want_mean ? ptr<acc_t<T>>(mean) : nullptr, degree_scales<T>(scale, plain),
             ws.data_ptr(), size_t(ws.numel()), stream);
       });
     });
   });
-  return {out, count_min, count_max, mean, plain};
+  return {out, ties, wide, mean, plain};
 }
 
 at::Tensor segment_reduce_backward_cuda(const at::Tensor& colptr, const at::Tensor& row,
-                                        const at::Tensor& rowptr, const at::Tensor& x_in,
-                                        const at::Tensor& out_in, const at::Tensor& count_min_in,
-                                        const at::Tensor& count_max_in, const at::Tensor& mean_in,
-                                        const at::Tensor& grad_out_in,
+                                        const at::Tensor& csc2csr, const at::Tensor& rowptr,
+                                        const at::Tensor& x_in, const at::Tensor& out_in,
+                                        const at::Tensor& ties_in, const at::Tensor& wide_in,
+                                        const at::Tensor& mean_in, const at::Tensor& grad_out_in,
                                         std::vector<std::string> reduce_names,
                                         const std::optional<at::Tensor>& scale) {
   constexpr const char* op = "iognn::segment_reduce_backward";
   const SegmentReduceCall call =
-      check_segment_reduce_backward(op, colptr, row, rowptr, x_in, out_in, count_min_in,
-                                    count_max_in, mean_in, grad_out_in, reduce_names, scale);
+      check_segment_reduce_backward(op, colptr, row, csc2csr, rowptr, x_in, out_in, ties_in,
+                                    wide_in, mean_in, grad_out_in, reduce_names, scale);
   const c10::cuda::CUDAGuard guard(x_in.device());
   SegmentReduceBackwardOperands t = segment_reduce_backward_operands(
-      call, x_in, out_in, count_min_in, count_max_in, mean_in, grad_out_in, scale);
+      call, x_in, out_in, ties_in, wide_in, mean_in, grad_out_in, scale);
   if (t.grad_x.numel() == 0) return t.grad_x;
   const int64_t num_edges = row.numel();
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
@@ -94,9 +93,8 @@ at::Tensor segment_reduce_backward_cuda(const at::Tensor& colptr, const at::Tens
       using I = typename decltype(it)::type;
       translate_errors([&] {
         cuda::segment_reduce_backward<T, I>(
-            cptr<I>(colptr), cptr<I>(row), cptr<I>(rowptr), cptr<T>(t.x), t.x.stride(0),
-            cptr<T>(t.out), call.want_min ? cptr<I>(t.count_min) : nullptr,
-            call.want_max ? cptr<I>(t.count_max) : nullptr,
+            cptr<I>(colptr), cptr<I>(row), cptr<I>(csc2csr), cptr<I>(rowptr), cptr<T>(t.x),
+            t.x.stride(0), cptr<T>(t.out), tie_view(call, t.ties, t.wide),
             call.want_mean ? cptr<acc_t<T>>(t.mean) : nullptr, cptr<T>(t.grad_out), call.num_src,
             call.num_dst, num_edges, call.F, call.reduces, ptr<T>(t.grad_x), ws.data_ptr(),
             size_t(ws.numel()), stream);

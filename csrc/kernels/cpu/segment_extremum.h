@@ -1,18 +1,31 @@
 // The min / max rule of the segment reductions, shared by the host and CUDA kernels so that both
-// pick the same value, count the same ties and send the same gradient.
+// pick the same value, find the same holders and send the same gradient.
 //
-// Forward: a running (value, count) per feature, count = how many edges folded so far hold a value
-// equal to `value`. It starts at the identity (+inf for min, -inf for max, count 0), so an empty
-// row ends with count 0. A NaN beats every number and is final (torch.amin / amax); its count is 0
-// since NaN equals nothing. Folding is associative: segments of a row folded separately and merged
-// in CSR order give the same value and count as one sequential fold (the value kept on an equal
-// candidate is the earlier one, which only matters for the sign of a zero).
+// Forward: a running (value, count, first) per feature: count = how many edges folded so far hold
+// a value equal to `value`, first = the CSR position of the earliest of them. It starts at the
+// identity (+inf for min, -inf for max, count 0), so an empty row ends with count 0. A NaN beats
+// every number and is final (torch.amin / amax); its count is 0 since NaN equals nothing. Folding
+// is associative: segments of a row folded separately and merged in CSR order give the same
+// value, count and first edge as one sequential fold (the value kept on an equal candidate is the
+// earlier one, which only matters for the sign of a zero).
 //
 // Backward (torch's scatter_reduce(amin / amax, include_self=False) derivative, which PyG 2.8's
 // MinAggregation / MaxAggregation go through): the gradient g of out[i,f] is split evenly among
 // the in-edges whose value equals out[i,f], and the output's zero fill counts as one more tied
 // element when out[i,f] == 0 (torch compares the fill with the result; its share is dropped).
 // A NaN result sends NaN to every in-edge of the row (torch computes 0 * (g / 0)).
+//
+// Tie codes: what the forward keeps for the backward, 16 bits per (row i, feature f, extremum).
+//   bit 15 clear ("sole holder"): exactly one in-edge holds the result, the result is neither 0
+//     nor NaN, and that edge is the code-th of row i in CSR order (code < 2^15). It alone
+//     receives the gradient, g itself: an edge finds its share from its position, reading no value.
+//   bit 15 set ("tagged"): every other case. The holders are the edges whose value equals the
+//     result (all of them for NaN); there are code & 0x7FFF of them, unless that is 0x7FFF
+//     (saturated): the exact count is then the row's wide entry wide[(rowptr[i] / 0x7FFF) * F + f]
+//     (one [wide_rows, F] table per extremum, wide_rows = num_edges / 0x7FFF: a saturated row has
+//     degree >= 0x7FFF, so two of them start at least 0x7FFF edges apart and never share a slot).
+// So the backward reads 2 bytes per edge and feature, plus the gradient where the edge holds the
+// result, instead of the result, its gradient and a tie count.
 #pragma once
 
 #include <cmath>
@@ -22,30 +35,63 @@
 
 namespace iognn {
 
-template <bool kMax, typename acc>
-IOGNN_HD void extremum_init(acc& value, int64_t& count) {
+constexpr uint16_t kTieTagged = 0x8000;
+constexpr int64_t kTieSaturated = 0x7FFF;  // a tagged count field that says "see the wide table"
+
+// Wide-table rows of a graph with num_edges edges (per extremum).
+IOGNN_HD int64_t tie_wide_rows(int64_t num_edges) { return num_edges / kTieSaturated; }
+// The wide-table row of a destination whose in-edges start at CSR position row_begin.
+IOGNN_HD int64_t tie_wide_row(int64_t row_begin) { return row_begin / kTieSaturated; }
+
+template <bool kMax, typename acc, typename count_t>
+IOGNN_HD void extremum_init(acc& value, count_t& count, count_t& first) {
   value = kMax ? -acc(INFINITY) : acc(INFINITY);
   count = 0;
+  first = 0;
 }
 
-// Folds a later candidate (v held by n edges) into (value, count).
-template <bool kMax, typename acc>
-IOGNN_HD void extremum_merge(acc& value, int64_t& count, acc v, int64_t n) {
+// Folds a later candidate (v held by n edges, the earliest at position v_first).
+template <bool kMax, typename acc, typename count_t>
+IOGNN_HD void extremum_merge(acc& value, count_t& count, count_t& first, acc v, count_t n,
+                             count_t v_first) {
   if (value != value) return;  // a NaN result is final
   if (v != v || (kMax ? v > value : v < value)) {
     value = v;
-    count = v != v ? 0 : n;
-  } else if (v == value) {
+    count = v != v ? count_t(0) : n;
+    first = v_first;
+  } else if (v == value) {  // (first unset while no edge holds the value: the identity, +-inf)
+    if (count == 0) first = v_first;
     count += n;
   }
 }
 
-template <bool kMax, typename acc>
-IOGNN_HD void extremum_add(acc& value, int64_t& count, acc v) {
-  extremum_merge<kMax>(value, count, v, 1);
+template <bool kMax, typename acc, typename count_t>
+IOGNN_HD void extremum_add(acc& value, count_t& count, count_t& first, acc v, count_t position) {
+  extremum_merge<kMax>(value, count, first, v, count_t(1), position);
 }
 
-// Whether an in-edge holding v receives part of the gradient of the result `out`.
+// The tie code of a finished row (first: the earliest holder's position within the row).
+template <typename acc>
+IOGNN_HD uint16_t tie_code(acc value, int64_t count, int64_t first) {
+  if (count == 1 && value != acc(0) && first < int64_t(kTieTagged)) return uint16_t(first);
+  return uint16_t(kTieTagged | uint16_t(count < kTieSaturated ? count : kTieSaturated));
+}
+
+IOGNN_HD bool tie_tagged(uint16_t code) { return (code & kTieTagged) != 0; }
+IOGNN_HD bool tie_saturated(uint16_t code) { return (code & 0x7FFF) == kTieSaturated; }
+// The holder count of a tagged code (wide: the row's wide entry, read only when saturated;
+// nullptr where the CSR gives the row none, which a valid CSR never does for a saturated code).
+IOGNN_HD int64_t tie_count(uint16_t code, const int64_t* wide) {
+  return tie_saturated(code) && wide ? *wide : int64_t(code & 0x7FFF);
+}
+// The row's wide entry for feature 0 of one extremum's table (nullptr when out of range).
+IOGNN_HD const int64_t* tie_wide_entry(const int64_t* table, int64_t wide_rows, int64_t row_begin,
+                                      int64_t F) {
+  const int64_t w = tie_wide_row(row_begin);
+  return table && w < wide_rows ? table + w * F : nullptr;
+}
+
+// Whether an in-edge holding v receives part of the gradient of the result `out` (tagged codes).
 template <typename acc>
 IOGNN_HD bool extremum_receives(acc v, acc out) {
   return v == out || out != out;

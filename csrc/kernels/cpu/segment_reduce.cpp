@@ -35,6 +35,13 @@ bool segment_reduce_needs_mean(const std::vector<SegmentReduce>& reduces) {
          segment_reduce_has(reduces, SegmentReduce::kStd);
 }
 
+TieSlots segment_reduce_tie_slots(const std::vector<SegmentReduce>& reduces) {
+  TieSlots slots;
+  if (segment_reduce_has(reduces, SegmentReduce::kMin)) slots.min = slots.count++;
+  if (segment_reduce_has(reduces, SegmentReduce::kMax)) slots.max = slots.count++;
+  return slots;
+}
+
 bool segment_reduce_backward_needs_x(const std::vector<SegmentReduce>& reduces) {
   return segment_reduce_needs_mean(reduces) || segment_reduce_has(reduces, SegmentReduce::kMin) ||
          segment_reduce_has(reduces, SegmentReduce::kMax);
@@ -49,16 +56,30 @@ acc masked_std(acc var) {
   return s <= acc(0.0031622776601683794) ? acc(0) : s;
 }
 
-// Adds the min / max gradient of row i (value o = out_i, its count and gradient g) that reaches
-// source values xj: only tied edges (or every edge of a NaN result) receive a share.
-template <typename T, typename index_t>
-void add_extremum_grad(const T* xj, const T* o, const index_t* count, const T* g, int64_t F,
-                       acc_t<T>* sum) {
+// Adds the min / max gradient of row i (value o = out_i, its tie codes and wide entries, gradient
+// g) that reaches source values xj: only tied edges (or every edge of a NaN result) receive a
+// share. A sole holder's code counts one holder.
+template <typename T>
+void add_extremum_grad(const T* xj, const T* o, const uint16_t* code, const int64_t* wide,
+                       const T* g, int64_t F, acc_t<T>* sum) {
   using acc = acc_t<T>;
   for (int64_t f = 0; f < F; ++f) {
     const acc out_f = load(o + f);
-    if (extremum_receives(load(xj + f), out_f))
-      sum[f] += extremum_share(out_f, acc(count[f]), load(g + f));
+    if (!extremum_receives(load(xj + f), out_f)) continue;
+    const int64_t count = tie_tagged(code[f]) ? tie_count(code[f], wide ? wide + f : nullptr) : 1;
+    sum[f] += extremum_share(out_f, acc(count), load(g + f));
+  }
+}
+
+// Writes one extremum's tie codes of row i (its in-edges start at CSR position begin), and the
+// exact counts of the saturated ones to the row's wide entry.
+template <typename acc>
+void write_ties(const acc* value, const int64_t* count, const int64_t* first, int64_t begin,
+                int64_t F, uint16_t* code, int64_t* wide_table, int64_t wide_rows) {
+  const int64_t w = tie_wide_row(begin);
+  for (int64_t f = 0; f < F; ++f) {
+    code[f] = tie_code(value[f], count[f], first[f] - begin);
+    if (tie_saturated(code[f]) && wide_table && w < wide_rows) wide_table[w * F + f] = count[f];
   }
 }
 }  // namespace
@@ -66,26 +87,26 @@ void add_extremum_grad(const T* xj, const T* o, const index_t* count, const T* g
 template <typename T, typename index_t>
 void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* x, int64_t x_stride,
                             int64_t num_dst, int64_t F, const std::vector<SegmentReduce>& reduces,
-                            T* out, index_t* count_min, index_t* count_max, acc_t<T>* mean,
-                            DegreeScales<T> scales) {
+                            T* out, Ties ties, acc_t<T>* mean, DegreeScales<T> scales) {
   using acc = acc_t<T>;
   const int64_t K = int64_t(reduces.size());
   const int64_t S = scales.scale ? scales.count : 1;
-  const bool want_min = segment_reduce_has(reduces, SegmentReduce::kMin);
-  const bool want_max = segment_reduce_has(reduces, SegmentReduce::kMax);
+  const TieSlots tie_slots = segment_reduce_tie_slots(reduces);
+  const bool want_min = tie_slots.min >= 0, want_max = tie_slots.max >= 0;
   const bool want_sq = segment_reduce_needs_mean(reduces);
   const bool want_sum = want_sq || segment_reduce_has(reduces, SegmentReduce::kSum) ||
                         segment_reduce_has(reduces, SegmentReduce::kMean);
   parallel_for(0, num_dst, 64, [&](int64_t lo, int64_t hi) {
     std::vector<acc> sum(F), sum_sq(F), min_v(F), max_v(F), avg(F), var(F);
-    std::vector<int64_t> min_n(F), max_n(F);  // edges holding the running min / max
+    // Edges holding the running min / max, and the CSR position of the first of them.
+    std::vector<int64_t> min_n(F), max_n(F), min_first(F), max_first(F);
     for (int64_t i = lo; i < hi; ++i) {
       const int64_t begin = rowptr[i], end = rowptr[i + 1];
       std::fill(sum.begin(), sum.end(), acc(0));
       std::fill(sum_sq.begin(), sum_sq.end(), acc(0));
       for (int64_t f = 0; f < F; ++f) {
-        extremum_init<false>(min_v[f], min_n[f]);
-        extremum_init<true>(max_v[f], max_n[f]);
+        extremum_init<false>(min_v[f], min_n[f], min_first[f]);
+        extremum_init<true>(max_v[f], max_n[f], max_first[f]);
       }
       for (int64_t p = begin; p < end; ++p) {
         const T* xj = x + int64_t(col[p]) * x_stride;
@@ -94,9 +115,11 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
         if (want_sq)
           for (int64_t f = 0; f < F; ++f) sum_sq[f] += load(xj + f) * load(xj + f);
         if (want_min)
-          for (int64_t f = 0; f < F; ++f) extremum_add<false>(min_v[f], min_n[f], load(xj + f));
+          for (int64_t f = 0; f < F; ++f)
+            extremum_add<false>(min_v[f], min_n[f], min_first[f], load(xj + f), p);
         if (want_max)
-          for (int64_t f = 0; f < F; ++f) extremum_add<true>(max_v[f], max_n[f], load(xj + f));
+          for (int64_t f = 0; f < F; ++f)
+            extremum_add<true>(max_v[f], max_n[f], max_first[f], load(xj + f), p);
       }
       const bool empty = end == begin;
       const acc count = acc(std::max<int64_t>(end - begin, 1));
@@ -125,23 +148,29 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
         T* block = out + (i * S + s) * K * F;
         for (int64_t c = 0; c < K * F; ++c) store(block + c, load(res_i + c) * factor);
       }
-      for (int64_t f = 0; f < F; ++f) {
-        if (count_min) count_min[i * F + f] = index_t(min_n[f]);
-        if (count_max) count_max[i * F + f] = index_t(max_n[f]);
-        if (mean) mean[i * F + f] = avg[f];
-      }
+      const auto ties_of = [&](int slot) { return ties.code + (i * tie_slots.count + slot) * F; };
+      const auto wide_of = [&](int slot) {
+        return ties.wide ? ties.wide + slot * ties.wide_rows * F : nullptr;
+      };
+      if (want_min)
+        write_ties(min_v.data(), min_n.data(), min_first.data(), begin, F, ties_of(tie_slots.min),
+                   wide_of(tie_slots.min), ties.wide_rows);
+      if (want_max)
+        write_ties(max_v.data(), max_n.data(), max_first.data(), begin, F, ties_of(tie_slots.max),
+                   wide_of(tie_slots.max), ties.wide_rows);
+      for (int64_t f = 0; mean && f < F; ++f) mean[i * F + f] = avg[f];
     }
   });
 }
 
 template <typename T, typename index_t>
 void segment_reduce_backward(const index_t* colptr, const index_t* row, const index_t* rowptr,
-                             const T* x, int64_t x_stride, const T* out, const index_t* count_min,
-                             const index_t* count_max, const acc_t<T>* mean, const T* grad_out,
-                             int64_t num_src, int64_t F, const std::vector<SegmentReduce>& reduces,
-                             T* grad_x) {
+                             const T* x, int64_t x_stride, const T* out, TiesView ties,
+                             const acc_t<T>* mean, const T* grad_out, int64_t num_src, int64_t F,
+                             const std::vector<SegmentReduce>& reduces, T* grad_x) {
   using acc = acc_t<T>;
   const int64_t K = int64_t(reduces.size());
+  const TieSlots tie_slots = segment_reduce_tie_slots(reduces);
   parallel_for(0, num_src, 64, [&](int64_t lo, int64_t hi) {
     std::vector<acc> sum(F);
     for (int64_t j = lo; j < hi; ++j) {
@@ -150,6 +179,11 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
       for (int64_t q = colptr[j]; q < colptr[j + 1]; ++q) {
         const int64_t i = row[q];
         const acc deg = acc(rowptr[i + 1] - rowptr[i]);  // >= 1: edge q is in row i
+        const auto extremum = [&](int slot, const T* o, const T* g) {
+          const int64_t* table = ties.wide ? ties.wide + slot * ties.wide_rows * F : nullptr;
+          add_extremum_grad(xj, o, ties.code + (i * tie_slots.count + slot) * F,
+                            tie_wide_entry(table, ties.wide_rows, rowptr[i], F), g, F, sum.data());
+        };
         for (int64_t k = 0; k < K; ++k) {
           const T* g = grad_out + i * K * F + k * F;
           const T* o = out + i * K * F + k * F;
@@ -161,10 +195,10 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
               for (int64_t f = 0; f < F; ++f) sum[f] += load(g + f) / deg;
               break;
             case SegmentReduce::kMin:
-              add_extremum_grad(xj, o, count_min + i * F, g, F, sum.data());
+              extremum(tie_slots.min, o, g);
               break;
             case SegmentReduce::kMax:
-              add_extremum_grad(xj, o, count_max + i * F, g, F, sum.data());
+              extremum(tie_slots.max, o, g);
               break;
             case SegmentReduce::kVar:
               for (int64_t f = 0; f < F; ++f)
@@ -215,11 +249,10 @@ template void segment_reduce_fold_scales<bf16_t>(const bf16_t*, const bf16_t*, i
 #define IOGNN_SEGMENT_REDUCE(T, index_t)                                                           \
   template void segment_reduce_forward<T, index_t>(                                                \
       const index_t*, const index_t*, const T*, int64_t, int64_t, int64_t,                         \
-      const std::vector<SegmentReduce>&, T*, index_t*, index_t*, acc_t<T>*, DegreeScales<T>);      \
+      const std::vector<SegmentReduce>&, T*, Ties, acc_t<T>*, DegreeScales<T>);                    \
   template void segment_reduce_backward<T, index_t>(                                               \
-      const index_t*, const index_t*, const index_t*, const T*, int64_t, const T*, const index_t*,  \
-      const index_t*, const acc_t<T>*, const T*, int64_t, int64_t,                                 \
-      const std::vector<SegmentReduce>&, T*);
+      const index_t*, const index_t*, const index_t*, const T*, int64_t, const T*, TiesView,       \
+      const acc_t<T>*, const T*, int64_t, int64_t, const std::vector<SegmentReduce>&, T*);
 IOGNN_FOR_ALL_TYPES(IOGNN_SEGMENT_REDUCE)
 
 }  // namespace iognn::cpu

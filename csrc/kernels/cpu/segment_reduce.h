@@ -9,7 +9,7 @@
 //   min / max  feature-wise; NaN propagates (torch amax); ties: kernels/cpu/segment_extremum.h
 //   var  = E[x^2] - E[x]^2                 (PyG's VarAggregation, not Welford: may be slightly < 0)
 //   std  = sqrt(max(var, 1e-5)), then 0 where that is <= sqrt(1e-5) (PyG's StdAggregation)
-// An empty row gives 0 for every reduction (tie count 0). Statistics accumulate in acc_t<T>.
+// An empty row gives 0 for every reduction. Statistics accumulate in acc_t<T>.
 //
 // Degree scalers (PyG's DegreeScalerAggregation / PNA), applied by the forward's epilogue: given S
 // per-destination factors scale [num_dst, S] (functions of the in-degree, computed by the caller
@@ -36,11 +36,28 @@ enum class SegmentReduce : int { kSum = 0, kMean = 1, kMin = 2, kMax = 3, kVar =
 // `reduce` for an empty list, an unknown name or a repeated one.
 std::vector<SegmentReduce> parse_segment_reduces(const std::vector<std::string>& names);
 
-// Which auxiliary outputs a list of reductions needs (count_min, count_max, the per-row mean).
+// Which auxiliary outputs a list of reductions needs (tie codes, the per-row mean).
 bool segment_reduce_has(const std::vector<SegmentReduce>& reduces, SegmentReduce r);
 bool segment_reduce_needs_mean(const std::vector<SegmentReduce>& reduces);
 // Whether the backward reads x (var, std, min or max).
 bool segment_reduce_backward_needs_x(const std::vector<SegmentReduce>& reduces);
+
+// Where the min / max tie codes of one call go (segment_extremum.h): code [num_dst, n, F] and wide
+// [n, wide_rows, F] (wide_rows = tie_wide_rows(num_edges)), n = the extrema requested, min first.
+struct TieSlots {
+  int count = 0;  // n
+  int min = -1, max = -1;  // their index in [0, n), -1 when not requested
+};
+TieSlots segment_reduce_tie_slots(const std::vector<SegmentReduce>& reduces);
+
+template <typename Code, typename Wide>
+struct TieArrays {
+  Code* code = nullptr;  // nullptr when neither min nor max is requested
+  Wide* wide = nullptr;
+  int64_t wide_rows = 0;
+};
+using Ties = TieArrays<uint16_t, int64_t>;                // written by the forward
+using TiesView = TieArrays<const uint16_t, const int64_t>;  // read by the backward
 
 // Degree scalers of one call (see above); scale == nullptr: none (out is [num_dst, K*F]).
 template <typename T>
@@ -52,15 +69,13 @@ struct DegreeScales {
 
 // x [num_src, F] with row stride x_stride (feature stride 1); out [num_dst, K*F] contiguous
 // ([num_dst, S*K*F] with degree scalers).
-// count_min / count_max [num_dst, F]: how many in-edges hold the min / max (0 for an empty row or
-// a NaN result; at most the row's degree, so the index type holds it); only written when min /
-// max is requested (may be nullptr otherwise). mean [num_dst, F] in acc_t<T>: written when var or
-// std is requested (may be nullptr otherwise). Both exist for the backward.
+// ties: the min / max tie codes, written when min or max is requested (their wide entries only
+// where saturated). mean [num_dst, F] in acc_t<T>: written when var or std is requested (may be
+// nullptr otherwise). Both exist for the backward.
 template <typename T, typename index_t>
 void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* x, int64_t x_stride,
                             int64_t num_dst, int64_t F, const std::vector<SegmentReduce>& reduces,
-                            T* out, index_t* count_min, index_t* count_max, acc_t<T>* mean,
-                            DegreeScales<T> scales = {});
+                            T* out, Ties ties, acc_t<T>* mean, DegreeScales<T> scales = {});
 
 // g [num_dst, KF] = sum_s scale[i, s] * grad_out[i, s*KF : (s+1)*KF] (accumulated in acc_t<T> in
 // scaler order, rounded once): the gradient of the unscaled results of a scaled forward.
@@ -76,13 +91,13 @@ void segment_reduce_fold_scales(const T* grad_out, const T* scale, int64_t num_d
 //   min / max: g / (count_i + [out_i == 0]) where x_j == out_i, NaN where out_i is NaN, else 0
 //              (torch's even split among ties, the zero fill counted: segment_extremum.h)
 // with g the matching slice of grad_out [num_dst, K*F]. out is the forward's output (min, max and
-// std are read from it), count_min / count_max / mean the forward's auxiliary outputs (nullptr
-// when not needed). Nothing depends on an edge's CSR position, so no csc2csr is needed.
+// std are read from it), ties / mean the forward's auxiliary outputs (null when not needed). The
+// host reads a tie code only for its holder count and compares values; a sole holder is the one
+// edge equal to the result, so no CSR position (csc2csr) is needed here.
 template <typename T, typename index_t>
 void segment_reduce_backward(const index_t* colptr, const index_t* row, const index_t* rowptr,
-                             const T* x, int64_t x_stride, const T* out, const index_t* count_min,
-                             const index_t* count_max, const acc_t<T>* mean, const T* grad_out,
-                             int64_t num_src, int64_t F, const std::vector<SegmentReduce>& reduces,
-                             T* grad_x);
+                             const T* x, int64_t x_stride, const T* out, TiesView ties,
+                             const acc_t<T>* mean, const T* grad_out, int64_t num_src, int64_t F,
+                             const std::vector<SegmentReduce>& reduces, T* grad_x);
 
 }  // namespace iognn::cpu

@@ -3,8 +3,8 @@
 //
 // Same contract as the host kernels (kernels/cpu/segment_reduce.h): shapes, PyG's empty-row zeros,
 // var = E[x^2] - E[x]^2, the std clamp and mask, NaN propagation as torch.amax, the min / max tie
-// counts and torch's even split of their gradient (the same code: kernels/cpu/segment_extremum.h),
-// the mean aux output in acc_t<T>. Min, max and the counts equal the host kernels' exactly.
+// codes and torch's even split of their gradient (the same code: kernels/cpu/segment_extremum.h),
+// the mean aux output in acc_t<T>. Min, max and the tie codes equal the host kernels' exactly.
 // Results are bit-identical run to run (no float atomics); sums may differ from the host kernels in
 // the last bits for rows split over several segments (a different, but fixed, summation order).
 //
@@ -30,6 +30,8 @@ namespace iognn::cuda {
 
 using cpu::DegreeScales;
 using cpu::SegmentReduce;
+using cpu::Ties;
+using cpu::TiesView;
 
 // Workspace bytes of segment_reduce_forward for num_dst rows, num_edges = col's length, F features.
 template <typename T>
@@ -37,14 +39,14 @@ size_t segment_reduce_forward_workspace(int64_t num_dst, int64_t num_edges, int6
 
 // Forward: x [num_src, F] with row stride x_stride (feature stride 1); out [num_dst, K*F]
 // contiguous ([num_dst, S*K*F] with degree scalers, the unscaled results in scales.plain: the
-// host kernel's contract); count_min / count_max [num_dst, F] written when min / max is requested
-// (else nullptr); mean [num_dst, F] written when var or std is requested (else nullptr).
+// host kernel's contract); the tie codes written when min / max is requested (their wide entries
+// only where saturated); mean [num_dst, F] written when var or std is requested (else nullptr).
 template <typename T, typename index_t>
 void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* x, int64_t x_stride,
                             int64_t num_dst, int64_t num_edges, int64_t F,
-                            const std::vector<SegmentReduce>& reduces, T* out, index_t* count_min,
-                            index_t* count_max, acc_t<T>* mean, DegreeScales<T> scales,
-                            void* workspace, size_t workspace_bytes, cudaStream_t stream);
+                            const std::vector<SegmentReduce>& reduces, T* out, Ties ties,
+                            acc_t<T>* mean, DegreeScales<T> scales, void* workspace,
+                            size_t workspace_bytes, cudaStream_t stream);
 
 // Workspace bytes of segment_reduce_backward: the per-destination gradient coefficients (when the
 // reductions need them: var / std, or sum and mean together; then also the min / max shares) and
@@ -53,18 +55,19 @@ template <typename T>
 size_t segment_reduce_backward_workspace(int64_t num_src, int64_t num_dst, int64_t num_edges,
                                          int64_t F, const std::vector<SegmentReduce>& reduces);
 
-// Backward: grad_x [num_src, F] (contiguous), gathered over the transposed CSR (colptr, row) with
-// the host kernel's formulas; out, count_min, count_max, mean are the forward's outputs
-// (contiguous; the aux pointers may be nullptr when their reduction is not requested), grad_out
+// Backward: grad_x [num_src, F] (contiguous), gathered over the transposed CSR (colptr, row;
+// csc2csr: each transposed edge's CSR position) with the host kernel's formulas; out, ties, mean
+// are the forward's outputs (contiguous; null when their reduction is not requested), grad_out
 // [num_dst, K*F] contiguous. The gradients of the reductions linear in x_j are first folded per
 // destination into one or two coefficients (in the workspace), a + b * x_j; the min / max share
-// goes to an edge whose value equals the result (or to every edge of a NaN result). Sums may
-// differ from the host kernel's in the last bits (the coefficients fold the reductions in another
-// order, and var / std as b * x_j - b * mean_i).
+// goes to the sole holder named by its tie code, else to an edge whose value equals the result
+// (or to every edge of a NaN result): the host's rule. Sums may differ from the host kernel's in
+// the last bits (the coefficients fold the reductions in another order, and var / std as
+// b * x_j - b * mean_i).
 template <typename T, typename index_t>
-void segment_reduce_backward(const index_t* colptr, const index_t* row, const index_t* rowptr,
-                             const T* x, int64_t x_stride, const T* out, const index_t* count_min,
-                             const index_t* count_max, const acc_t<T>* mean, const T* grad_out,
+void segment_reduce_backward(const index_t* colptr, const index_t* row, const index_t* csc2csr,
+                             const index_t* rowptr, const T* x, int64_t x_stride, const T* out,
+                             TiesView ties, const acc_t<T>* mean, const T* grad_out,
                              int64_t num_src, int64_t num_dst, int64_t num_edges, int64_t F,
                              const std::vector<SegmentReduce>& reduces, T* grad_x,
                              void* workspace, size_t workspace_bytes, cudaStream_t stream);

@@ -4,6 +4,8 @@
 // split into segments and merged by the shared schedule like heavy forward rows.
 #pragma once
 
+#include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/segment_extremum.h"
@@ -24,17 +26,14 @@ namespace sr {
 // coefficients, not three (b * x_j - b * mean_i is also how PyG's autograd sums the two paths of
 // E[x^2] - E[x]^2). A single sum or mean without var / std is read straight from grad_out (mean
 // scaled by 1 / deg_i); var / std alone read b and the forward's mean. When this step runs anyway
-// (a or b tabulated) it also tabulates the min / max shares, extremum_share(o, count, g), so an
-// edge reads two rows per extremum (its result and share) instead of three (result, gradient, tie
-// count); min / max alone keep the three reads, since the share tables would cost their memory
-// target two more [num_dst, F] arrays. (2) The schedule's gather
-// over the transposed CSR, one sweep per part (linear; min and max together), each taking a batch
-// of out-edges at a time with every load of the batch (a or g, b, maybe mean; the min / max
-// results, their gradients and tie counts) issued before any is used. So a batch costs one memory
-// round trip per part: the extremum loads are unconditional although only the edges holding a
-// result (segment_extremum.h) use them, because the kernel is bound by round trips, not bytes
-// (measured on an H200: the min backward on uniform:1000000:16 took 8.54 ms with the gradient and
-// count fetched in a second round trip for the holders only, 7.15 ms so).
+// (a or b tabulated) it also tabulates the min / max shares, extremum_share(o, count, g), which
+// min / max alone do not (the tables would cost their memory target two more [num_dst, F]
+// arrays). (2) The schedule's gather over the transposed CSR, one sweep per part (linear; min and
+// max together), each taking a batch of out-edges at a time with every load of the batch issued
+// before any is used. The linear sweep loads a or g, b, maybe mean. The extremum sweep loads the
+// tie codes (2 bytes a feature) and the edges' CSR positions first; then the gradient (or share)
+// only where a code names the edge as the sole holder or is tagged, and the result only where it
+// is tagged (segment_extremum.h).
 struct BackwardTable {
   // a, b, the min and max shares: [num_dst, F] acc arrays when present
   size_t a_offset = 0, b_offset = 0, min_offset = 0, max_offset = 0, bytes = 0;
@@ -103,9 +102,9 @@ struct BackwardCoefficients {
 // reads them).
 template <typename T, typename index_t>
 __global__ void coefficients_kernel(const index_t* rowptr, const T* out, const T* grad_out,
-                                    const index_t* count_min, const index_t* count_max,
-                                    const acc_t<T>* mean, int64_t num_dst, int64_t F, int64_t K,
-                                    BackwardSlots slots, BackwardCoefficients<T> t) {
+                                    TiesView ties, cpu::TieSlots tie_slots, const acc_t<T>* mean,
+                                    int64_t num_dst, int64_t F, int64_t K, BackwardSlots slots,
+                                    BackwardCoefficients<T> t) {
   using acc = acc_t<T>;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < num_dst * F; n += stride) {
@@ -113,12 +112,16 @@ __global__ void coefficients_kernel(const index_t* rowptr, const T* out, const T
     const int64_t deg_n = int64_t(rowptr[i + 1]) - int64_t(rowptr[i]);
     const acc deg = acc(deg_n > 0 ? deg_n : 1);
     const T* g = grad_out + i * K * F + f;
-    const auto share = [&](int slot, const index_t* count) {
+    const auto share = [&](int slot, int tie) {
       const acc o = to_acc(out[i * K * F + slot * F + f]);
-      return deg_n > 0 ? extremum_share(o, acc(count[n]), to_acc(g[slot * F])) : acc(0);
+      const uint16_t code = ties.code[(i * tie_slots.count + tie) * F + f];
+      const int64_t* wide = tie_wide_entry(ties.wide + tie * ties.wide_rows * F, ties.wide_rows,
+                                           int64_t(rowptr[i]), F);
+      const int64_t count = tie_tagged(code) ? tie_count(code, wide ? wide + f : nullptr) : 1;
+      return deg_n > 0 ? extremum_share(o, acc(count), to_acc(g[slot * F])) : acc(0);
     };
-    if (t.share_min) t.share_min[n] = share(slots.min, count_min);
-    if (t.share_max) t.share_max[n] = share(slots.max, count_max);
+    if (t.share_min) t.share_min[n] = share(slots.min, tie_slots.min);
+    if (t.share_max) t.share_max[n] = share(slots.max, tie_slots.max);
     acc* const a = t.a;
     acc* const b = t.b;
     acc bv = acc(0);
@@ -182,7 +185,9 @@ size_t backward_slot_bytes(int64_t F) {
   return align_up(size_t(F) * sizeof(acc_t<T>), 16);
 }
 
-template <typename T, typename index_t>
+// kExtremaOnly: min and / or max alone (no linear part, no tables), a kernel of its own: in the
+// general kernel, under its register cap, the extremum sweep's loads spilled (fp32: 20 bytes).
+template <typename T, typename index_t, bool kExtremaOnly>
 struct BackwardOp {
   using acc = acc_t<T>;
   // Out-edges per batch, all their loads in flight at once (halved for 8-wide packs).
@@ -200,13 +205,14 @@ struct BackwardOp {
 
   const index_t* colptr;
   const index_t* row;
+  const index_t* csc2csr;
   const index_t* rowptr;
   const T* x;
   int64_t x_stride;
   const T* out;
   const T* grad_out;
-  const index_t* count_min;
-  const index_t* count_max;
+  TiesView ties;
+  cpu::TieSlots tie_slots;
   const acc* a;     // [num_dst, F] or nullptr (with b: b * mean folded in)
   const acc* b;     // [num_dst, F] or nullptr (var / std)
   const acc* mean;  // [num_dst, F]: the forward's mean when b is not folded into a, else nullptr
@@ -225,44 +231,81 @@ struct BackwardOp {
     for (int e = 0; e < VEC; ++e) s.sum[e] = acc(0);
   }
 
-  // The min and / or max gradients of U edges (NS = 1 or 2 reductions in slots slot[]): the
-  // results o and, with kShared, their tabulated shares (share[]), else their gradients and tie
-  // counts (count[]), all issued before any is used (one round trip for both reductions); a
-  // lane-feature adds the share where x_j holds its result.
+  // The min and / or max gradients of the U out-edges q0, q0 + 1, ... (destinations i[]) for NS = 1
+  // or 2 reductions (slot[]: their k in out / grad_out rows, tie[]: their tie-code slot), in two
+  // rounds of loads: (1) the edges' positions in their rows and the tie codes; (2) where a lane's
+  // features have a candidate (a sole-holder code naming the edge, or a tagged code), the
+  // gradients (with kShared the tabulated shares, share[]); (3) for tagged codes, the results.
   template <int VEC, int U, int NS, bool kShared>
-  __device__ void add_extrema(State<VEC>& s, const acc (&xj)[VEC], const int64_t (&i)[U],
-                              const bool (&ok)[U], const int (&slot)[NS],
-                              const index_t* const (&count)[NS], const acc* const (&share)[NS],
+  __device__ void add_extrema(State<VEC>& s, const acc (&xj)[VEC], int64_t q0,
+                              const int64_t (&i)[U], const bool (&ok)[U], const int (&slot)[NS],
+                              const int (&tie)[NS], const acc* const (&share)[NS],
                               int64_t f0) const {
+    int k[U];  // the edge's position in its row, clamped to kTieTagged (no sole-holder code)
+    Pack<uint16_t, VEC> code[NS][U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t p = int64_t(csc2csr[ok[u] ? q0 + u : q0]) - int64_t(rowptr[i[u]]);
+      k[u] = int(min(p, int64_t(kTieTagged)));
+#pragma unroll
+      for (int r = 0; r < NS; ++r)
+        code[r][u] = load_pack<uint16_t, VEC>(ties.code + (i[u] * tie_slots.count + tie[r]) * F + f0);
+    }
     constexpr int kS = kShared ? VEC : 1, kG = kShared ? 1 : VEC;  // the unused arrays shrink
-    Pack<T, VEC> o[NS][U];
     acc h[NS][U][kS];
     Pack<T, kG> g[NS][U];
-    index_t c[NS][U][kG];
+    bool tagged[NS][U];
 #pragma unroll
     for (int r = 0; r < NS; ++r)
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        o[r][u] = load_pack<T, VEC>(out + (i[u] * K + slot[r]) * F + f0);
+        bool holder = false;
+        tagged[r][u] = false;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const uint16_t c = code[r][u].v[e];
+          tagged[r][u] |= tie_tagged(c);
+          holder |= int(c) == k[u];
+        }
+        tagged[r][u] &= ok[u];
+        holder = ok[u] && (holder || tagged[r][u]);
         if constexpr (kShared) {
-          load_values<VEC>(share[r] + i[u] * F + f0, h[r][u]);
+          if (holder) load_values<VEC>(share[r] + i[u] * F + f0, h[r][u]);
         } else {
-          g[r][u] = load_pack<T, VEC>(grad_out + (i[u] * K + slot[r]) * F + f0);
-          load_values<VEC>(count[r] + i[u] * F + f0, c[r][u]);
+          g[r][u] = holder ? load_pack<T, VEC>(grad_out + (i[u] * K + slot[r]) * F + f0)
+                           : Pack<T, VEC>{};
         }
       }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (!ok[u]) continue;
 #pragma unroll
-      for (int r = 0; r < NS; ++r)
+      for (int r = 0; r < NS; ++r) {
+        // Tagged codes compare values: the results are loaded here, one more round trip, since
+        // holding them with the batch's other loads would spill (ties are the rare case).
+        const Pack<T, VEC> o =
+            tagged[r][u] ? load_pack<T, VEC>(out + (i[u] * K + slot[r]) * F + f0) : Pack<T, VEC>{};
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
-          const acc oe = to_acc(o[r][u].v[e]);
+          const uint16_t c = code[r][u].v[e];
+          if (!tie_tagged(c)) {  // the sole holder receives g itself (or its share, equal to g)
+            if (int(c) != k[u]) continue;
+            if constexpr (kShared) s.sum[e] += h[r][u][e];
+            else s.sum[e] += to_acc(g[r][u].v[e]);
+            continue;
+          }
+          const acc oe = to_acc(o.v[e]);
           if (!extremum_receives(xj[e], oe)) continue;
-          if constexpr (kShared) s.sum[e] += h[r][u][e];
-          else s.sum[e] += extremum_share(oe, acc(c[r][u][e]), to_acc(g[r][u].v[e]));
+          if constexpr (kShared) {
+            s.sum[e] += h[r][u][e];
+          } else {
+            const int64_t* wide = tie_wide_entry(ties.wide + tie[r] * ties.wide_rows * F,
+                                                 ties.wide_rows, int64_t(rowptr[i[u]]), F);
+            const int64_t n = tie_count(c, wide ? wide + f0 + e : nullptr);
+            s.sum[e] += extremum_share(oe, acc(n), to_acc(g[r][u].v[e]));
+          }
         }
+      }
     }
   }
 
@@ -299,8 +342,8 @@ struct BackwardOp {
     }
   }
 
-  // Calls part(i, ok) for the out-edges [begin, end) in transposed-CSR order, U at a time (a
-  // short last batch repeats its first edge as padding, with ok = false).
+  // Calls part(q, i, ok) for the out-edges [begin, end) in transposed-CSR order, U at a time
+  // from q (a short last batch repeats its first edge as padding, with ok = false).
   template <int U, class Part>
   __device__ void for_edge_batches(int64_t begin, int64_t end, Part&& part) const {
     for (int64_t q = begin; q < end; q += U) {
@@ -311,7 +354,7 @@ struct BackwardOp {
         ok[u] = q + u < end;
         i[u] = int64_t(row[ok[u] ? q + u : q]);
       }
-      part(i, ok);
+      part(q, i, ok);
     }
   }
 
@@ -330,14 +373,18 @@ struct BackwardOp {
 #pragma unroll
       for (int e = 0; e < VEC; ++e) xj[e] = acc(0);
     }
+    if constexpr (kExtremaOnly) {
+      add_extremum_sweep<VEC, false>(s, xj, begin, end, f0);
+      return;
+    }
     constexpr int L = kLinearBatch<VEC>;
     constexpr int L2 = L > 1 ? L / 2 : 1;
     if (mean) {  // three loads per edge (b, mean, maybe a): half the batch, so none spills
-      for_edge_batches<L2>(begin, end, [&](const int64_t(&i)[L2], const bool(&ok)[L2]) {
+      for_edge_batches<L2>(begin, end, [&](int64_t, const int64_t(&i)[L2], const bool(&ok)[L2]) {
         add_linear<VEC, L2>(s, xj, i, ok, f0);
       });
     } else if (a || b || slots.direct >= 0) {
-      for_edge_batches<L>(begin, end, [&](const int64_t(&i)[L], const bool(&ok)[L]) {
+      for_edge_batches<L>(begin, end, [&](int64_t, const int64_t(&i)[L], const bool(&ok)[L]) {
         add_linear<VEC, L>(s, xj, i, ok, f0);
       });
     }
@@ -347,28 +394,29 @@ struct BackwardOp {
     }
   }
 
-  // The min and / or max sweep over the out-edges [begin, end).
+  // The min and / or max sweep over the out-edges [begin, end) (both: half the edges per batch,
+  // so that the loads in flight stay those of one reduction).
   template <int VEC, bool kShared>
   __device__ void add_extremum_sweep(State<VEC>& s, const acc (&xj)[VEC], int64_t begin,
                                      int64_t end, int64_t f0) const {
     constexpr int X = kExtremumBatch<VEC>;
     if (slots.min >= 0 && slots.max >= 0) {
-      // Both: without the share tables half the edges per batch, so the loads in flight stay
-      // those of one reduction (three rows per edge); with them two rows per edge and reduction.
-      constexpr int X2 = kShared || X == 1 ? X : X / 2;
+      constexpr int X2 = X > 1 ? X / 2 : 1;
       const int both[2] = {slots.min, slots.max};
-      const index_t* const counts[2] = {count_min, count_max};
+      const int ties_of[2] = {tie_slots.min, tie_slots.max};
       const acc* const shares[2] = {share_min, share_max};
-      for_edge_batches<X2>(begin, end, [&](const int64_t(&i)[X2], const bool(&ok)[X2]) {
-        add_extrema<VEC, X2, 2, kShared>(s, xj, i, ok, both, counts, shares, f0);
-      });
+      for_edge_batches<X2>(begin, end,
+                           [&](int64_t q, const int64_t(&i)[X2], const bool(&ok)[X2]) {
+                             add_extrema<VEC, X2, 2, kShared>(s, xj, q, i, ok, both, ties_of,
+                                                              shares, f0);
+                           });
     } else {
       const bool min = slots.min >= 0;
       const int one[1] = {min ? slots.min : slots.max};
-      const index_t* const counts[1] = {min ? count_min : count_max};
+      const int tie_of[1] = {min ? tie_slots.min : tie_slots.max};
       const acc* const shares[1] = {min ? share_min : share_max};
-      for_edge_batches<X>(begin, end, [&](const int64_t(&i)[X], const bool(&ok)[X]) {
-        add_extrema<VEC, X, 1, kShared>(s, xj, i, ok, one, counts, shares, f0);
+      for_edge_batches<X>(begin, end, [&](int64_t q, const int64_t(&i)[X], const bool(&ok)[X]) {
+        add_extrema<VEC, X, 1, kShared>(s, xj, q, i, ok, one, tie_of, shares, f0);
       });
     }
   }
@@ -431,15 +479,16 @@ void segment_reduce_fold_scales(const T* grad_out, const T* scale, int64_t num_d
 }
 
 template <typename T, typename index_t>
-void segment_reduce_backward(const index_t* colptr, const index_t* row, const index_t* rowptr,
-                             const T* x, int64_t x_stride, const T* out, const index_t* count_min,
-                             const index_t* count_max, const acc_t<T>* mean, const T* grad_out,
+void segment_reduce_backward(const index_t* colptr, const index_t* row, const index_t* csc2csr,
+                             const index_t* rowptr, const T* x, int64_t x_stride, const T* out,
+                             TiesView ties, const acc_t<T>* mean, const T* grad_out,
                              int64_t num_src, int64_t num_dst, int64_t num_edges, int64_t F,
                              const std::vector<SegmentReduce>& reduces, T* grad_x,
                              void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   using acc = acc_t<T>;
   const int64_t K = sr::make_reduce_list(reduces).count;
   const sr::BackwardSlots slots = sr::backward_slots(reduces);
+  const cpu::TieSlots tie_slots = cpu::segment_reduce_tie_slots(reduces);
   const sr::BackwardTable table = sr::backward_table<T>(num_dst, F, reduces);
   const size_t table_bytes = sr::align_up(table.bytes, 256);
   IOGNN_CHECK(table_bytes == 0 || (workspace != nullptr && workspace_bytes >= table_bytes),
@@ -456,7 +505,7 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
   if ((coef.a || coef.b) && num_dst > 0 && F > 0) {
     const int64_t blocks = std::min<int64_t>(sr::ceil_div(num_dst * F, 256), 65536);
     sr::coefficients_kernel<T, index_t><<<unsigned(blocks), 256, 0, stream>>>(
-        rowptr, out, grad_out, count_min, count_max, mean, num_dst, F, K, slots, coef);
+        rowptr, out, grad_out, ties, tie_slots, mean, num_dst, F, K, slots, coef);
     sr::check_launch("segment_reduce backward coefficients");
   }
   const sr::HeavyPlan plan = sr::backward_plan<T>(num_src, num_edges, F);
@@ -467,14 +516,27 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
   constexpr int kPack = kVec<T>;  // elements of one 16-byte pack
   const bool packed = F % kPack == 0 && x_stride % kPack == 0 && is_aligned16(x) &&
                       is_aligned16(out) && is_aligned16(grad_out) && is_aligned16(grad_x) &&
-                      (!mean || is_aligned16(mean)) && (!count_min || is_aligned16(count_min)) &&
-                      (!count_max || is_aligned16(count_max));
-  const sr::BackwardOp<T, index_t> op{
-      colptr,    row,   rowptr, x, x_stride, out, grad_out, count_min, count_max, a, coef.b,
-      a ? nullptr : mean, coef.share_min, coef.share_max, F, K, slots,
-      cpu::segment_reduce_backward_needs_x(reduces), grad_x};
-  if (packed) sr::run_schedule<kPack>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream);
-  else sr::run_schedule<1>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream);
+                      (!mean || is_aligned16(mean)) && (!ties.code || is_aligned16(ties.code));
+  const auto run = [&](auto extrema_only) {
+    const sr::BackwardOp<T, index_t, decltype(extrema_only)::value> op{
+        colptr,         row,
+        csc2csr,        rowptr,
+        x,              x_stride,
+        out,            grad_out,
+        ties,           tie_slots,
+        a,              coef.b,
+        a ? nullptr : mean, coef.share_min,
+        coef.share_max, F,
+        K,              slots,
+        cpu::segment_reduce_backward_needs_x(reduces), grad_x};
+    if (packed) sr::run_schedule<kPack>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream);
+    else sr::run_schedule<1>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream);
+  };
+  const bool extrema_only = std::all_of(reduces.begin(), reduces.end(), [](SegmentReduce r) {
+    return r == SegmentReduce::kMin || r == SegmentReduce::kMax;
+  });
+  if (extrema_only) run(std::true_type{});
+  else run(std::false_type{});
 }
 
 }  // namespace iognn::cuda
@@ -482,9 +544,10 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
 // Instantiates the backward entry points for one storage type (both index types).
 #define IOGNN_SEGMENT_REDUCE_BACKWARD_CUDA_FOR(T, I)                                         \
   template void iognn::cuda::segment_reduce_backward<T, I>(                                  \
-      const I*, const I*, const I*, const T*, int64_t, const T*, const I*, const I*,           \
-      const iognn::acc_t<T>*, const T*, int64_t, int64_t, int64_t, int64_t,                  \
-      const std::vector<iognn::cuda::SegmentReduce>&, T*, void*, size_t, cudaStream_t);
+      const I*, const I*, const I*, const I*, const T*, int64_t, const T*,                   \
+      iognn::cuda::TiesView, const iognn::acc_t<T>*, const T*, int64_t, int64_t, int64_t,    \
+      int64_t, const std::vector<iognn::cuda::SegmentReduce>&, T*, void*, size_t,            \
+      cudaStream_t);
 #define IOGNN_SEGMENT_REDUCE_BACKWARD_CUDA(T)                                                  \
   template size_t iognn::cuda::segment_reduce_backward_workspace<T>(                           \
       int64_t, int64_t, int64_t, int64_t, const std::vector<iognn::cuda::SegmentReduce>&);     \

@@ -1,8 +1,11 @@
 // CUDA segment-reduction forward: the per-lane fold of a destination row's in-edges (all requested
-// reductions at once) and the entry points instantiated by segment_reduce_forward_*.cu.
+// reductions at once) and the entry points instantiated by segment_reduce_forward_*.cu (the
+// general kernels) and segment_reduce_forward_parts_*.cu (the common single-purpose ones).
 #pragma once
 
+#include <iterator>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/segment_extremum.h"
@@ -27,23 +30,49 @@ __device__ __forceinline__ acc masked_std(acc var) {
 }
 
 // Workspace bytes of one forward State for all F features: four acc arrays (sum, sum of squares,
-// min, max), then two int64 arrays (their tie counts). Written and read only for requested parts.
+// min, max), then four int64 arrays (the min / max tie counts and first holders). Written and
+// read only for requested parts.
 template <typename T>
 size_t forward_slot_bytes(int64_t F) {
-  return align_up(4 * size_t(F) * sizeof(acc_t<T>), 16) + align_up(2 * size_t(F) * 8, 16);
+  return align_up(4 * size_t(F) * sizeof(acc_t<T>), 16) + align_up(4 * size_t(F) * 8, 16);
+}
+
+// The running statistics a forward keeps (bits of ForwardOp's kParts).
+constexpr unsigned kPartSum = 1, kPartSq = 2, kPartMin = 4, kPartMax = 8;
+constexpr unsigned kRuntimeParts = 0;  // kParts value: the parts are read from want_* at run time
+
+// The parts a list of reductions needs.
+inline unsigned forward_parts(const std::vector<SegmentReduce>& reduces) {
+  const bool sq = cpu::segment_reduce_needs_mean(reduces);
+  const bool sum = sq || cpu::segment_reduce_has(reduces, SegmentReduce::kSum) ||
+                   cpu::segment_reduce_has(reduces, SegmentReduce::kMean);
+  return (sum ? kPartSum : 0u) | (sq ? kPartSq : 0u) |
+         (cpu::segment_reduce_has(reduces, SegmentReduce::kMin) ? kPartMin : 0u) |
+         (cpu::segment_reduce_has(reduces, SegmentReduce::kMax) ? kPartMax : 0u);
 }
 
 // kScaled: PNA's degree scalers in the epilogue, a kernel of its own so that the plain kernel keeps
 // its registers (the scaled epilogue takes 16 more, 56 -> 72 for fp32 with int32 indices: in one
 // kernel with a runtime switch, the plain forward on an H200 slowed by ~20%).
-template <typename T, typename index_t, bool kScaled>
+// kParts: the parts the kernel keeps, fixed at compile time so that a single reduction holds only
+// its own State in registers (kRuntimeParts: all four, switched by want_*). With all four a bf16
+// lane of 8 features needed 95 registers, a quarter of the SM's threads.
+template <typename T, typename index_t, bool kScaled, unsigned kParts>
 struct ForwardOp {
   using acc = acc_t<T>;
-  static constexpr int kMinBlocks = 1;  // blocks per SM the kernels are compiled for (no cap)
+  // Blocks per SM the kernels are compiled for. The specialized kernels get a register cap (else
+  // ptxas spends registers on deeper unrolling: fp32 sum took 85), as tight as spill-free allows:
+  // 64 registers, but 80 / 128 for the 8-wide min / max States of 16-bit types (64 spilled).
+  // None for the general kernels.
+  static constexpr int kExtrema = ((kParts & kPartMin) != 0) + ((kParts & kPartMax) != 0);
+  static constexpr int kMinBlocks = kParts == kRuntimeParts               ? 1
+                                    : sizeof(T) > 2 || kExtrema == 0 ? 4
+                                                                      : 4 - kExtrema;
   template <int VEC>  // one lane's VEC consecutive features
   struct State {
     acc sum[VEC], sq[VEC], lo[VEC], hi[VEC];
-    int64_t lo_n[VEC], hi_n[VEC];  // edges holding the current min / max (segment_extremum.h)
+    // Edges holding the current min / max and the CSR position of the first (segment_extremum.h).
+    index_t lo_n[VEC], hi_n[VEC], lo_first[VEC], hi_first[VEC];
   };
 
   const index_t* rowptr;
@@ -52,12 +81,20 @@ struct ForwardOp {
   int64_t x_stride;
   int64_t F;
   ReduceList reduces;
-  bool want_sum, want_sq, want_min, want_max;
+  bool want_sum, want_sq, want_min, want_max;  // read when kParts == kRuntimeParts
   T* out;
-  index_t* count_min;
-  index_t* count_max;
+  Ties ties;
+  cpu::TieSlots tie_slots;
   acc* mean;
   DegreeScales<T> scales;  // kScaled: PNA's degree scalers, applied as the results are written
+
+  __device__ bool has(unsigned part, bool want) const {
+    return kParts == kRuntimeParts ? want : (kParts & part) != 0;
+  }
+  __device__ bool has_sum() const { return has(kPartSum, want_sum); }
+  __device__ bool has_sq() const { return has(kPartSq, want_sq); }
+  __device__ bool has_min() const { return has(kPartMin, want_min); }
+  __device__ bool has_max() const { return has(kPartMax, want_max); }
 
   __device__ int64_t offset(int64_t r) const { return int64_t(rowptr[r]); }
 
@@ -66,20 +103,21 @@ struct ForwardOp {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
       s.sum[e] = s.sq[e] = acc(0);
-      extremum_init<false>(s.lo[e], s.lo_n[e]);
-      extremum_init<true>(s.hi[e], s.hi_n[e]);
+      extremum_init<false>(s.lo[e], s.lo_n[e], s.lo_first[e]);
+      extremum_init<true>(s.hi[e], s.hi_n[e], s.hi_first[e]);
     }
   }
 
+  // Folds the edge at CSR position p.
   template <int VEC>
-  __device__ void add(State<VEC>& s, const Pack<T, VEC>& pack) const {
+  __device__ void add(State<VEC>& s, const Pack<T, VEC>& pack, int64_t p) const {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
       const acc v = to_acc(pack.v[e]);
-      if (want_sum) s.sum[e] += v;
-      if (want_sq) s.sq[e] += mul_rn(v, v);
-      if (want_min) extremum_add<false>(s.lo[e], s.lo_n[e], v);
-      if (want_max) extremum_add<true>(s.hi[e], s.hi_n[e], v);
+      if (has_sum()) s.sum[e] += v;
+      if (has_sq()) s.sq[e] += mul_rn(v, v);
+      if (has_min()) extremum_add<false>(s.lo[e], s.lo_n[e], s.lo_first[e], v, index_t(p));
+      if (has_max()) extremum_add<true>(s.hi[e], s.hi_n[e], s.hi_first[e], v, index_t(p));
     }
   }
 
@@ -95,9 +133,9 @@ struct ForwardOp {
       for (int u = 0; u < kEdgeUnroll; ++u)
         v[u] = load_pack<T, VEC>(xf + int64_t(col[p + u]) * x_stride);
 #pragma unroll
-      for (int u = 0; u < kEdgeUnroll; ++u) add(s, v[u]);
+      for (int u = 0; u < kEdgeUnroll; ++u) add(s, v[u], p + u);
     }
-    for (; p < end; ++p) add(s, load_pack<T, VEC>(xf + int64_t(col[p]) * x_stride));
+    for (; p < end; ++p) add(s, load_pack<T, VEC>(xf + int64_t(col[p]) * x_stride), p);
   }
 
   // a <- a then b (b's edges come after a's in CSR order).
@@ -105,30 +143,37 @@ struct ForwardOp {
   __device__ void merge(State<VEC>& a, const State<VEC>& b) const {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
-      if (want_sum) a.sum[e] += b.sum[e];
-      if (want_sq) a.sq[e] += b.sq[e];
-      if (want_min) extremum_merge<false>(a.lo[e], a.lo_n[e], b.lo[e], b.lo_n[e]);
-      if (want_max) extremum_merge<true>(a.hi[e], a.hi_n[e], b.hi[e], b.hi_n[e]);
+      if (has_sum()) a.sum[e] += b.sum[e];
+      if (has_sq()) a.sq[e] += b.sq[e];
+      if (has_min())
+        extremum_merge<false>(a.lo[e], a.lo_n[e], a.lo_first[e], b.lo[e], b.lo_n[e],
+                              b.lo_first[e]);
+      if (has_max())
+        extremum_merge<true>(a.hi[e], a.hi_n[e], a.hi_first[e], b.hi[e], b.hi_n[e],
+                             b.hi_first[e]);
     }
   }
 
   // Workspace slot layout (forward_slot_bytes): acc sum[F], sq[F], lo[F], hi[F], then (16-byte
-  // aligned) int64 lo_n[F], hi_n[F]. Only the requested parts are written and read.
+  // aligned) int64 lo_n[F], hi_n[F], lo_first[F], hi_first[F]. Only the requested parts are
+  // written and read.
   template <int VEC>
   __device__ void save(const State<VEC>& s, unsigned char* slot, int64_t f0) const {
     acc* v = reinterpret_cast<acc*>(slot) + f0;
     int64_t* n = reinterpret_cast<int64_t*>(slot + value_bytes()) + f0;
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
-      if (want_sum) v[e] = s.sum[e];
-      if (want_sq) v[F + e] = s.sq[e];
-      if (want_min) {
+      if (has_sum()) v[e] = s.sum[e];
+      if (has_sq()) v[F + e] = s.sq[e];
+      if (has_min()) {
         v[2 * F + e] = s.lo[e];
         n[e] = s.lo_n[e];
+        n[2 * F + e] = s.lo_first[e];
       }
-      if (want_max) {
+      if (has_max()) {
         v[3 * F + e] = s.hi[e];
         n[F + e] = s.hi_n[e];
+        n[3 * F + e] = s.hi_first[e];
       }
     }
   }
@@ -141,18 +186,36 @@ struct ForwardOp {
     init(s);
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
-      if (want_sum) s.sum[e] = v[e];
-      if (want_sq) s.sq[e] = v[F + e];
-      if (want_min) {
+      if (has_sum()) s.sum[e] = v[e];
+      if (has_sq()) s.sq[e] = v[F + e];
+      if (has_min()) {
         s.lo[e] = v[2 * F + e];
-        s.lo_n[e] = n[e];
+        s.lo_n[e] = index_t(n[e]);
+        s.lo_first[e] = index_t(n[2 * F + e]);
       }
-      if (want_max) {
+      if (has_max()) {
         s.hi[e] = v[3 * F + e];
-        s.hi_n[e] = n[F + e];
+        s.hi_n[e] = index_t(n[F + e]);
+        s.hi_first[e] = index_t(n[3 * F + e]);
       }
     }
     return s;
+  }
+
+  // The tie codes of one extremum for features [f0, f0 + VEC) of row r (in-edges from begin).
+  template <int VEC>
+  __device__ void write_ties(int slot, const acc (&value)[VEC], const index_t (&count)[VEC],
+                             const index_t (&first)[VEC], int64_t r, int64_t begin,
+                             int64_t f0) const {
+    Pack<uint16_t, VEC> code;
+    const int64_t w = tie_wide_row(begin);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      code.v[e] = tie_code(value[e], int64_t(count[e]), int64_t(first[e]) - begin);
+      if (tie_saturated(code.v[e]) && w < ties.wide_rows)
+        ties.wide[(slot * ties.wide_rows + w) * F + f0 + e] = int64_t(count[e]);
+    }
+    store_pack<uint16_t, VEC>(ties.code + (r * tie_slots.count + slot) * F + f0, code);
   }
 
   // Writes row r's K results (and the aux outputs) for features [f0, f0 + VEC), as the host does;
@@ -197,12 +260,12 @@ struct ForwardOp {
         }
       }
     }
-    const int64_t aux = r * F + f0;
+    const int64_t begin = offset(r);
+    if (has_min()) write_ties(tie_slots.min, s.lo, s.lo_n, s.lo_first, r, begin, f0);
+    if (has_max()) write_ties(tie_slots.max, s.hi, s.hi_n, s.hi_first, r, begin, f0);
+    if (mean) {
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      if (count_min) count_min[aux + e] = index_t(s.lo_n[e]);
-      if (count_max) count_max[aux + e] = index_t(s.hi_n[e]);
-      if (mean) mean[aux + e] = avg[e];
+      for (int e = 0; e < VEC; ++e) mean[r * F + f0 + e] = avg[e];
     }
   }
 
@@ -215,6 +278,69 @@ HeavyPlan forward_plan(int64_t num_dst, int64_t num_edges, int64_t F) {
                          size_t(F) * sizeof(acc_t<T>));
 }
 
+// One call's forward arguments, before the kernels' compile-time choices.
+template <typename T, typename index_t>
+struct ForwardCall {
+  const index_t* rowptr;
+  const index_t* col;
+  const T* x;
+  int64_t x_stride, num_dst, F;
+  const std::vector<SegmentReduce>* reduces;
+  T* out;
+  Ties ties;
+  acc_t<T>* mean;
+  DegreeScales<T> scales;
+  HeavyPlan plan;
+  void* workspace;
+  size_t workspace_bytes;
+  cudaStream_t stream;
+
+  template <bool kScaled, unsigned kParts>
+  ForwardOp<T, index_t, kScaled, kParts> op() const {
+    const unsigned parts = forward_parts(*reduces);
+    return {rowptr,
+            col,
+            x,
+            x_stride,
+            F,
+            make_reduce_list(*reduces),
+            (parts & kPartSum) != 0,
+            (parts & kPartSq) != 0,
+            (parts & kPartMin) != 0,
+            (parts & kPartMax) != 0,
+            out,
+            ties,
+            cpu::segment_reduce_tie_slots(*reduces),
+            mean,
+            scales};
+  }
+  // The whole schedule, VEC features per lane.
+  template <int VEC, bool kScaled, unsigned kParts>
+  void run() const {
+    run_schedule<VEC>(op<kScaled, kParts>(), rowptr, num_dst, plan, workspace, workspace_bytes,
+                      stream);
+  }
+};
+
+// The unscaled, packed forward of one fixed set of parts (kSpecializedParts); instantiated by
+// segment_reduce_forward_parts_*.cu (declared extern where the entry points are instantiated), so
+// that these kernels build in parallel with the general ones.
+constexpr unsigned kSpecializedParts[] = {kPartSum, kPartSum | kPartSq, kPartMin, kPartMax,
+                                          kPartMin | kPartMax};
+template <typename T, typename index_t, unsigned kParts>
+void run_specialized_forward(const ForwardCall<T, index_t>& call) {
+  call.template run<kVec<T>, false, kParts>();
+}
+
+// Runs the specialized kernels when `parts` is one of kSpecializedParts (returns false if not).
+template <typename T, typename index_t, size_t... k>
+bool try_specialized_forward(const ForwardCall<T, index_t>& call, unsigned parts,
+                             std::index_sequence<k...>) {
+  return ((parts == kSpecializedParts[k] &&
+           (run_specialized_forward<T, index_t, kSpecializedParts[k]>(call), true)) ||
+          ...);
+}
+
 }  // namespace sr
 
 template <typename T>
@@ -225,42 +351,58 @@ size_t segment_reduce_forward_workspace(int64_t num_dst, int64_t num_edges, int6
 template <typename T, typename index_t>
 void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* x, int64_t x_stride,
                             int64_t num_dst, int64_t num_edges, int64_t F,
-                            const std::vector<SegmentReduce>& reduces, T* out, index_t* count_min,
-                            index_t* count_max, acc_t<T>* mean, DegreeScales<T> scales,
-                            void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-  const sr::ReduceList list = sr::make_reduce_list(reduces);
-  const bool want_sq = cpu::segment_reduce_needs_mean(reduces);
-  const bool want_sum = want_sq || cpu::segment_reduce_has(reduces, SegmentReduce::kSum) ||
-                        cpu::segment_reduce_has(reduces, SegmentReduce::kMean);
-  const bool want_min = cpu::segment_reduce_has(reduces, SegmentReduce::kMin);
-  const bool want_max = cpu::segment_reduce_has(reduces, SegmentReduce::kMax);
-  const sr::HeavyPlan plan = sr::forward_plan<T>(num_dst, num_edges, F);
+                            const std::vector<SegmentReduce>& reduces, T* out, Ties ties,
+                            acc_t<T>* mean, DegreeScales<T> scales, void* workspace,
+                            size_t workspace_bytes, cudaStream_t stream) {
+  const sr::ForwardCall<T, index_t> call{rowptr, col,   x,     x_stride, num_dst,
+                                         F,      &reduces, out, ties,   mean,
+                                         scales, sr::forward_plan<T>(num_dst, num_edges, F),
+                                         workspace, workspace_bytes, stream};
   // 16-byte packs when every packed access stays aligned; one element per lane otherwise.
   constexpr int kPack = kVec<T>;  // elements of one 16-byte pack
   const bool packed = F % kPack == 0 && x_stride % kPack == 0 && is_aligned16(x) &&
-                      is_aligned16(out) && (!scales.scale || is_aligned16(scales.plain));
-  const auto run = [&](auto scaled) {
-    const sr::ForwardOp<T, index_t, decltype(scaled)::value> op{
-        rowptr, col,       x,         x_stride, F,   list,  want_sum, want_sq,
-        want_min, want_max, out, count_min, count_max, mean, scales};
-    if (packed)
-      sr::run_schedule<kPack>(op, rowptr, num_dst, plan, workspace, workspace_bytes, stream);
-    else
-      sr::run_schedule<1>(op, rowptr, num_dst, plan, workspace, workspace_bytes, stream);
-  };
-  if (scales.scale) run(std::true_type{});
-  else run(std::false_type{});
+                      is_aligned16(out) && (!scales.scale || is_aligned16(scales.plain)) &&
+                      (!ties.code || is_aligned16(ties.code));
+  if (scales.scale) {
+    if (packed) call.template run<kPack, true, sr::kRuntimeParts>();
+    else call.template run<1, true, sr::kRuntimeParts>();
+    return;
+  }
+  constexpr size_t kSpecialized = std::size(sr::kSpecializedParts);
+  if (packed && sr::try_specialized_forward(call, sr::forward_parts(reduces),
+                                            std::make_index_sequence<kSpecialized>{}))
+    return;
+  if (packed) call.template run<kPack, false, sr::kRuntimeParts>();
+  else call.template run<1, false, sr::kRuntimeParts>();
 }
 
 }  // namespace iognn::cuda
+
+// Instantiations of the specialized forwards for one storage type (both index types); PREFIX is
+// `extern` for the declarations or empty for the definitions.
+#define IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I, PARTS) \
+  PREFIX template void iognn::cuda::sr::run_specialized_forward<T, I, PARTS>(     \
+      const iognn::cuda::sr::ForwardCall<T, I>&);
+#define IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_FOR(PREFIX, T, I)                                  \
+  IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I, iognn::cuda::sr::kPartSum)             \
+  IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I,                                        \
+                                         iognn::cuda::sr::kPartSum | iognn::cuda::sr::kPartSq) \
+  IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I, iognn::cuda::sr::kPartMin)             \
+  IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I, iognn::cuda::sr::kPartMax)             \
+  IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I,                                        \
+                                         iognn::cuda::sr::kPartMin | iognn::cuda::sr::kPartMax)
+#define IOGNN_SEGMENT_REDUCE_FORWARD_PARTS(PREFIX, T)          \
+  IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_FOR(PREFIX, T, int32_t) \
+  IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_FOR(PREFIX, T, int64_t)
 
 // Instantiates the forward entry points for one storage type (both index types).
 #define IOGNN_SEGMENT_REDUCE_FORWARD_CUDA_FOR(T, I)                                           \
   template void iognn::cuda::segment_reduce_forward<T, I>(                                    \
       const I*, const I*, const T*, int64_t, int64_t, int64_t, int64_t,                       \
-      const std::vector<iognn::cuda::SegmentReduce>&, T*, I*, I*, iognn::acc_t<T>*,           \
+      const std::vector<iognn::cuda::SegmentReduce>&, T*, iognn::cuda::Ties, iognn::acc_t<T>*, \
       iognn::cuda::DegreeScales<T>, void*, size_t, cudaStream_t);
 #define IOGNN_SEGMENT_REDUCE_FORWARD_CUDA(T)                                                   \
+  IOGNN_SEGMENT_REDUCE_FORWARD_PARTS(extern, T)                                                \
   template size_t iognn::cuda::segment_reduce_forward_workspace<T>(int64_t, int64_t, int64_t); \
   IOGNN_SEGMENT_REDUCE_FORWARD_CUDA_FOR(T, int32_t)                                            \
   IOGNN_SEGMENT_REDUCE_FORWARD_CUDA_FOR(T, int64_t)

@@ -14,7 +14,8 @@ evenly among the messages equal to it (a duplicate edge is a message of its own)
 of the output counting as one more tied element when the result is 0 (its share is lost, as in
 torch); a NaN result sends NaN to every message of the row.
 Backward: a deterministic gather over the transposed CSR (no atomics); the forward keeps, per
-destination and feature, how many messages hold the min / max (the tie count) and the mean of
+destination and feature, a 16-bit tie code saying which message holds the min / max (its
+position in the row when it is the only one, else how many messages tie) and the mean of
 var / std, so that nothing is recomputed.
 
 Degree scalers (PNA, ``DegreeScalerAggregation``): ``scale [num_dst, S]`` multiplies the results
@@ -81,28 +82,33 @@ def segment_reduce(graph, x: Tensor, reduce: Union[str, Sequence[str]],
                              f"S >= 1], got {list(scale.shape)}")
         if scale.dtype != x.dtype:
             raise TypeError(f"scale must have the dtype of x ({x.dtype}), got {scale.dtype}")
-    return torch.ops.iognn.segment_reduce(graph.rowptr, graph.col, graph.colptr, graph.row, x,
-                                          names, scale)[0]
+    return torch.ops.iognn.segment_reduce(graph.rowptr, graph.col, graph.colptr, graph.row,
+                                          graph.csc2csr, x, names, scale)[0]
 
 
 # ---- registration: fake kernels (the autograd formula is C++: csrc/binding/autograd) -----------
+# A tied count at or above this value is kept in the wide table (kernels/cpu/segment_extremum.h).
+TIE_SATURATED = 0x7FFF
+
+
 @torch.library.register_fake("iognn::segment_reduce")
-def _segment_reduce_fake(rowptr, col, colptr, row, x, reduces, scale=None):
+def _segment_reduce_fake(rowptr, col, colptr, row, csc2csr, x, reduces, scale=None):
     num_dst, F = rowptr.size(0) - 1, x.size(1)
     KF = len(reduces) * F
+    extrema = ("min" in reduces) + ("max" in reduces)
 
-    def aux(present, like, dtype, cols=F):
-        return like.new_empty((num_dst, cols) if present else (0,), dtype=dtype)
+    def aux(present, shape, dtype):
+        return x.new_empty(shape if present else (0,), dtype=dtype)
 
     out = x.new_empty(num_dst, (1 if scale is None else scale.size(1)) * KF)
-    count_min = aux("min" in reduces, rowptr, rowptr.dtype)
-    count_max = aux("max" in reduces, rowptr, rowptr.dtype)
-    mean = aux("var" in reduces or "std" in reduces, x, acc_dtype(x.dtype))
-    plain = aux(scale is not None, x, x.dtype, KF)
-    return out, count_min, count_max, mean, plain
+    ties = aux(extrema > 0, (num_dst, extrema, F), torch.int16)
+    wide = aux(extrema > 0, (extrema, col.size(0) // TIE_SATURATED, F), torch.int64)
+    mean = aux("var" in reduces or "std" in reduces, (num_dst, F), acc_dtype(x.dtype))
+    plain = aux(scale is not None, (num_dst, KF), x.dtype)
+    return out, ties, wide, mean, plain
 
 
 @torch.library.register_fake("iognn::segment_reduce_backward")
-def _segment_reduce_backward_fake(colptr, row, rowptr, x, out, count_min, count_max, mean,
+def _segment_reduce_backward_fake(colptr, row, csc2csr, rowptr, x, out, ties, wide, mean,
                                   grad_out, reduces, scale=None):
     return x.new_empty(colptr.size(0) - 1, x.size(1))
