@@ -30,10 +30,11 @@ namespace sr {
 // min / max alone do not (the tables would cost their memory target two more [num_dst, F]
 // arrays). (2) The schedule's gather over the transposed CSR, one sweep per part (linear; min and
 // max together), each taking a batch of out-edges at a time with every load of the batch issued
-// before any is used. The linear sweep loads a or g, b, maybe mean. The extremum sweep loads the
-// tie codes (2 bytes a feature) and the edges' CSR positions first; then the gradient (or share)
-// only where a code names the edge as the sole holder or is tagged, and the result only where it
-// is tagged (segment_extremum.h).
+// before any is used. The linear sweep loads a or g, b, maybe mean. The extremum sweep of min /
+// max alone loads the tie codes (2 bytes a feature) and the edges' CSR positions first; then the
+// gradient only where a code names the edge as the sole holder or is tagged, and the result only
+// where it is tagged (segment_extremum.h). With tabulated shares it loads the results and shares
+// and compares values (the fused path's codes are all tagged: segment_reduce_names_holders).
 struct BackwardTable {
   // a, b, the min and max shares: [num_dst, F] acc arrays when present
   size_t a_offset = 0, b_offset = 0, min_offset = 0, max_offset = 0, bytes = 0;
@@ -232,15 +233,38 @@ struct BackwardOp {
   }
 
   // The min and / or max gradients of the U out-edges q0, q0 + 1, ... (destinations i[]) for NS = 1
-  // or 2 reductions (slot[]: their k in out / grad_out rows, tie[]: their tie-code slot), in two
-  // rounds of loads: (1) the edges' positions in their rows and the tie codes; (2) where a lane's
-  // features have a candidate (a sole-holder code naming the edge, or a tagged code), the
-  // gradients (with kShared the tabulated shares, share[]); (3) for tagged codes, the results.
+  // or 2 reductions (slot[]: their k in out / grad_out rows, tie[]: their tie-code slot).
+  // kShared (the shares tabulated by step 1, share[]): the results and shares of the batch in one
+  // round of loads, and the share goes where x_j equals the result. Else in rounds: (1) the edges'
+  // positions in their rows and the tie codes; (2) where a lane's features have a candidate (a
+  // sole-holder code naming the edge, or a tagged code) the gradients; (3) for tagged codes the
+  // results, compared with x_j, and the holder counts.
   template <int VEC, int U, int NS, bool kShared>
   __device__ void add_extrema(State<VEC>& s, const acc (&xj)[VEC], int64_t q0,
                               const int64_t (&i)[U], const bool (&ok)[U], const int (&slot)[NS],
                               const int (&tie)[NS], const acc* const (&share)[NS],
                               int64_t f0) const {
+    if constexpr (kShared) {
+      Pack<T, VEC> o[NS][U];
+      acc h[NS][U][VEC];
+#pragma unroll
+      for (int r = 0; r < NS; ++r)
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          o[r][u] = load_pack<T, VEC>(out + (i[u] * K + slot[r]) * F + f0);
+          load_values<VEC>(share[r] + i[u] * F + f0, h[r][u]);
+        }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (!ok[u]) continue;
+#pragma unroll
+        for (int r = 0; r < NS; ++r)
+#pragma unroll
+          for (int e = 0; e < VEC; ++e)
+            if (extremum_receives(xj[e], to_acc(o[r][u].v[e]))) s.sum[e] += h[r][u][e];
+      }
+      return;
+    }
     int k[U];  // the edge's position in its row, clamped to kTieTagged (no sole-holder code)
     Pack<uint16_t, VEC> code[NS][U];
 #pragma unroll
@@ -251,9 +275,7 @@ struct BackwardOp {
       for (int r = 0; r < NS; ++r)
         code[r][u] = load_pack<uint16_t, VEC>(ties.code + (i[u] * tie_slots.count + tie[r]) * F + f0);
     }
-    constexpr int kS = kShared ? VEC : 1, kG = kShared ? 1 : VEC;  // the unused arrays shrink
-    acc h[NS][U][kS];
-    Pack<T, kG> g[NS][U];
+    Pack<T, VEC> g[NS][U];
     bool tagged[NS][U];
 #pragma unroll
     for (int r = 0; r < NS; ++r)
@@ -268,42 +290,31 @@ struct BackwardOp {
           holder |= int(c) == k[u];
         }
         tagged[r][u] &= ok[u];
-        holder = ok[u] && (holder || tagged[r][u]);
-        if constexpr (kShared) {
-          if (holder) load_values<VEC>(share[r] + i[u] * F + f0, h[r][u]);
-        } else {
-          g[r][u] = holder ? load_pack<T, VEC>(grad_out + (i[u] * K + slot[r]) * F + f0)
-                           : Pack<T, VEC>{};
-        }
+        g[r][u] = ok[u] && (holder || tagged[r][u])
+                      ? load_pack<T, VEC>(grad_out + (i[u] * K + slot[r]) * F + f0)
+                      : Pack<T, VEC>{};
       }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (!ok[u]) continue;
 #pragma unroll
       for (int r = 0; r < NS; ++r) {
-        // Tagged codes compare values: the results are loaded here, one more round trip, since
-        // holding them with the batch's other loads would spill (ties are the rare case).
+        // Holding the results with the batch's other loads would spill (ties are the rare case).
         const Pack<T, VEC> o =
             tagged[r][u] ? load_pack<T, VEC>(out + (i[u] * K + slot[r]) * F + f0) : Pack<T, VEC>{};
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
           const uint16_t c = code[r][u].v[e];
-          if (!tie_tagged(c)) {  // the sole holder receives g itself (or its share, equal to g)
-            if (int(c) != k[u]) continue;
-            if constexpr (kShared) s.sum[e] += h[r][u][e];
-            else s.sum[e] += to_acc(g[r][u].v[e]);
+          if (!tie_tagged(c)) {  // the sole holder receives g itself
+            if (int(c) == k[u]) s.sum[e] += to_acc(g[r][u].v[e]);
             continue;
           }
           const acc oe = to_acc(o.v[e]);
           if (!extremum_receives(xj[e], oe)) continue;
-          if constexpr (kShared) {
-            s.sum[e] += h[r][u][e];
-          } else {
-            const int64_t* wide = tie_wide_entry(ties.wide + tie[r] * ties.wide_rows * F,
-                                                 ties.wide_rows, int64_t(rowptr[i[u]]), F);
-            const int64_t n = tie_count(c, wide ? wide + f0 + e : nullptr);
-            s.sum[e] += extremum_share(oe, acc(n), to_acc(g[r][u].v[e]));
-          }
+          const int64_t* wide = tie_wide_entry(ties.wide + tie[r] * ties.wide_rows * F,
+                                               ties.wide_rows, int64_t(rowptr[i[u]]), F);
+          const int64_t n = tie_count(c, wide ? wide + f0 + e : nullptr);
+          s.sum[e] += extremum_share(oe, acc(n), to_acc(g[r][u].v[e]));
         }
       }
     }

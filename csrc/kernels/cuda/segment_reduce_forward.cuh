@@ -82,6 +82,7 @@ struct ForwardOp {
   int64_t F;
   ReduceList reduces;
   bool want_sum, want_sq, want_min, want_max;  // read when kParts == kRuntimeParts
+  bool name_holders;  // segment_reduce_names_holders: track the first holder's position
   T* out;
   Ties ties;
   cpu::TieSlots tie_slots;
@@ -95,6 +96,10 @@ struct ForwardOp {
   __device__ bool has_sq() const { return has(kPartSq, want_sq); }
   __device__ bool has_min() const { return has(kPartMin, want_min); }
   __device__ bool has_max() const { return has(kPartMax, want_max); }
+  // Min / max alone name their holders: the specialized kernels know it at compile time.
+  __device__ bool tracks_first() const {
+    return kParts == kRuntimeParts ? name_holders : (kParts & (kPartSum | kPartSq)) == 0;
+  }
 
   __device__ int64_t offset(int64_t r) const { return int64_t(rowptr[r]); }
 
@@ -116,8 +121,14 @@ struct ForwardOp {
       const acc v = to_acc(pack.v[e]);
       if (has_sum()) s.sum[e] += v;
       if (has_sq()) s.sq[e] += mul_rn(v, v);
-      if (has_min()) extremum_add<false>(s.lo[e], s.lo_n[e], s.lo_first[e], v, index_t(p));
-      if (has_max()) extremum_add<true>(s.hi[e], s.hi_n[e], s.hi_first[e], v, index_t(p));
+      if (tracks_first()) {
+        if (has_min()) extremum_add<false>(s.lo[e], s.lo_n[e], s.lo_first[e], v, index_t(p));
+        if (has_max()) extremum_add<true>(s.hi[e], s.hi_n[e], s.hi_first[e], v, index_t(p));
+      } else {  // the same fold, positions left out (dead code for the compiler)
+        index_t unused = 0;
+        if (has_min()) extremum_add<false>(s.lo[e], s.lo_n[e], unused, v, index_t(0));
+        if (has_max()) extremum_add<true>(s.hi[e], s.hi_n[e], unused, v, index_t(0));
+      }
     }
   }
 
@@ -211,7 +222,8 @@ struct ForwardOp {
     const int64_t w = tie_wide_row(begin);
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
-      code.v[e] = tie_code(value[e], int64_t(count[e]), int64_t(first[e]) - begin);
+      const int64_t holder = tracks_first() ? int64_t(first[e]) - begin : int64_t(kTieTagged);
+      code.v[e] = tie_code(value[e], int64_t(count[e]), holder);
       if (tie_saturated(code.v[e]) && w < ties.wide_rows)
         ties.wide[(slot * ties.wide_rows + w) * F + f0 + e] = int64_t(count[e]);
     }
@@ -308,6 +320,7 @@ struct ForwardCall {
             (parts & kPartSq) != 0,
             (parts & kPartMin) != 0,
             (parts & kPartMax) != 0,
+            cpu::segment_reduce_names_holders(*reduces),
             out,
             ties,
             cpu::segment_reduce_tie_slots(*reduces),
@@ -326,7 +339,8 @@ struct ForwardCall {
 // segment_reduce_forward_parts_*.cu (declared extern where the entry points are instantiated), so
 // that these kernels build in parallel with the general ones.
 constexpr unsigned kSpecializedParts[] = {kPartSum, kPartSum | kPartSq, kPartMin, kPartMax,
-                                          kPartMin | kPartMax};
+                                          kPartMin | kPartMax,
+                                          kPartSum | kPartSq | kPartMin | kPartMax};
 template <typename T, typename index_t, unsigned kParts>
 void run_specialized_forward(const ForwardCall<T, index_t>& call) {
   call.template run<kVec<T>, false, kParts>();
@@ -390,7 +404,8 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
   IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I, iognn::cuda::sr::kPartMin)             \
   IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I, iognn::cuda::sr::kPartMax)             \
   IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I,                                        \
-                                         iognn::cuda::sr::kPartMin | iognn::cuda::sr::kPartMax)
+                                         iognn::cuda::sr::kPartMin | iognn::cuda::sr::kPartMax) \
+  IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I, 15u)
 #define IOGNN_SEGMENT_REDUCE_FORWARD_PARTS(PREFIX, T)          \
   IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_FOR(PREFIX, T, int32_t) \
   IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_FOR(PREFIX, T, int64_t)
