@@ -211,7 +211,8 @@ inline SegmentReduceBackwardOperands segment_reduce_backward_operands(
   const at::Tensor x_dense = last_dim_contiguous(x);
   const at::Tensor grad_x = at::empty({call.num_src, call.F}, x_dense.options());
   return {x_dense,           out.contiguous(),      ties.contiguous(), wide.contiguous(),
-          mean.contiguous(), grad_out.contiguous(), grad_x,            contiguous_scale(call, scale)};
+          mean.contiguous(), grad_out.contiguous(), grad_x,
+          contiguous_scale(call, scale)};
 }
 
 }  // namespace iognn::torch_ext

@@ -263,58 +263,60 @@ struct BackwardOp {
           for (int e = 0; e < VEC; ++e)
             if (extremum_receives(xj[e], to_acc(o[r][u].v[e]))) s.sum[e] += h[r][u][e];
       }
-      return;
-    }
-    int k[U];  // the edge's position in its row, clamped to kTieTagged (no sole-holder code)
-    Pack<uint16_t, VEC> code[NS][U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t p = int64_t(csc2csr[ok[u] ? q0 + u : q0]) - int64_t(rowptr[i[u]]);
-      k[u] = int(min(p, int64_t(kTieTagged)));
-#pragma unroll
-      for (int r = 0; r < NS; ++r)
-        code[r][u] = load_pack<uint16_t, VEC>(ties.code + (i[u] * tie_slots.count + tie[r]) * F + f0);
-    }
-    Pack<T, VEC> g[NS][U];
-    bool tagged[NS][U];
-#pragma unroll
-    for (int r = 0; r < NS; ++r)
+    } else {
+      int k[U];  // the edge's position in its row, clamped to kTieTagged (no sole-holder code)
+      Pack<uint16_t, VEC> code[NS][U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        bool holder = false;
-        tagged[r][u] = false;
+        const int64_t p = int64_t(csc2csr[ok[u] ? q0 + u : q0]) - int64_t(rowptr[i[u]]);
+        k[u] = int(min(p, int64_t(kTieTagged)));
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          const uint16_t c = code[r][u].v[e];
-          tagged[r][u] |= tie_tagged(c);
-          holder |= int(c) == k[u];
-        }
-        tagged[r][u] &= ok[u];
-        g[r][u] = ok[u] && (holder || tagged[r][u])
-                      ? load_pack<T, VEC>(grad_out + (i[u] * K + slot[r]) * F + f0)
-                      : Pack<T, VEC>{};
+        for (int r = 0; r < NS; ++r)
+          code[r][u] =
+              load_pack<uint16_t, VEC>(ties.code + (i[u] * tie_slots.count + tie[r]) * F + f0);
       }
+      Pack<T, VEC> g[NS][U];
+      bool tagged[NS][U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      if (!ok[u]) continue;
+      for (int r = 0; r < NS; ++r)
 #pragma unroll
-      for (int r = 0; r < NS; ++r) {
-        // Holding the results with the batch's other loads would spill (ties are the rare case).
-        const Pack<T, VEC> o =
-            tagged[r][u] ? load_pack<T, VEC>(out + (i[u] * K + slot[r]) * F + f0) : Pack<T, VEC>{};
+        for (int u = 0; u < U; ++u) {
+          bool holder = false;
+          tagged[r][u] = false;
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          const uint16_t c = code[r][u].v[e];
-          if (!tie_tagged(c)) {  // the sole holder receives g itself
-            if (int(c) == k[u]) s.sum[e] += to_acc(g[r][u].v[e]);
-            continue;
+          for (int e = 0; e < VEC; ++e) {
+            const uint16_t c = code[r][u].v[e];
+            tagged[r][u] |= tie_tagged(c);
+            holder |= int(c) == k[u];
           }
-          const acc oe = to_acc(o.v[e]);
-          if (!extremum_receives(xj[e], oe)) continue;
-          const int64_t* wide = tie_wide_entry(ties.wide + tie[r] * ties.wide_rows * F,
-                                               ties.wide_rows, int64_t(rowptr[i[u]]), F);
-          const int64_t n = tie_count(c, wide ? wide + f0 + e : nullptr);
-          s.sum[e] += extremum_share(oe, acc(n), to_acc(g[r][u].v[e]));
+          tagged[r][u] &= ok[u];
+          g[r][u] = ok[u] && (holder || tagged[r][u])
+                        ? load_pack<T, VEC>(grad_out + (i[u] * K + slot[r]) * F + f0)
+                        : Pack<T, VEC>{};
+        }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (!ok[u]) continue;
+#pragma unroll
+        for (int r = 0; r < NS; ++r) {
+          // Holding the results with the batch's other loads would spill (ties are the rare case).
+          const Pack<T, VEC> o =
+              tagged[r][u] ? load_pack<T, VEC>(out + (i[u] * K + slot[r]) * F + f0)
+                           : Pack<T, VEC>{};
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) {
+            const uint16_t c = code[r][u].v[e];
+            if (!tie_tagged(c)) {  // the sole holder receives g itself
+              if (int(c) == k[u]) s.sum[e] += to_acc(g[r][u].v[e]);
+              continue;
+            }
+            const acc oe = to_acc(o.v[e]);
+            if (!extremum_receives(xj[e], oe)) continue;
+            const int64_t* wide = tie_wide_entry(ties.wide + tie[r] * ties.wide_rows * F,
+                                                 ties.wide_rows, int64_t(rowptr[i[u]]), F);
+            const int64_t n = tie_count(c, wide ? wide + f0 + e : nullptr);
+            s.sum[e] += extremum_share(oe, acc(n), to_acc(g[r][u].v[e]));
+          }
         }
       }
     }
