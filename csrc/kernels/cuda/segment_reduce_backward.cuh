@@ -545,10 +545,8 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
     if (packed) sr::run_schedule<kPack>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream);
     else sr::run_schedule<1>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream);
   };
-  const bool extrema_only = std::all_of(reduces.begin(), reduces.end(), [](SegmentReduce r) {
-    return r == SegmentReduce::kMin || r == SegmentReduce::kMax;
-  });
-  if (extrema_only) run(std::true_type{});
+  // min / max alone: exactly the calls whose tie codes name holders.
+  if (cpu::segment_reduce_names_holders(reduces)) run(std::true_type{});
   else run(std::false_type{});
 }
 

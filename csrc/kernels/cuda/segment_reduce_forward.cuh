@@ -405,7 +405,10 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
   IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I, iognn::cuda::sr::kPartMax)             \
   IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I,                                        \
                                          iognn::cuda::sr::kPartMin | iognn::cuda::sr::kPartMax) \
-  IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I, 15u)
+  IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(                                                     \
+      PREFIX, T, I,                                                                           \
+      iognn::cuda::sr::kPartSum | iognn::cuda::sr::kPartSq | iognn::cuda::sr::kPartMin |      \
+          iognn::cuda::sr::kPartMax)
 #define IOGNN_SEGMENT_REDUCE_FORWARD_PARTS(PREFIX, T)          \
   IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_FOR(PREFIX, T, int32_t) \
   IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_FOR(PREFIX, T, int64_t)
