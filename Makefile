@@ -11,11 +11,12 @@ export MAX_JOBS ?= $(JOBS)
 
 .PHONY: venv build cpp-test sanitize-cpp py-test test demo bench-quick clean
 
-# Dependencies are reinstalled only when requirements.txt changes.
+# Dependencies are reinstalled only when requirements.txt changes. No pip cache: torch's wheels and
+# their CUDA runtime are several GB, and a second copy in the cache can fill a small disk.
 $(VENV)/.deps: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -r requirements.txt
+	$(PIP) install -q --no-cache-dir --upgrade pip
+	$(PIP) install -q --no-cache-dir -r requirements.txt
 	touch $@
 
 venv: $(VENV)/.deps
