@@ -150,12 +150,16 @@ def test_dtypes_against_fp64(dtype, reduces):
     check_against_cpu(g, distinct_features(400, 24, gen, dtype), reduces)
 
 
-@pytest.mark.parametrize("F", [1, 3, 8, 32, 33, 128, 256])
+# Widths whose last chunk of a row fills only part of a group of lanes (33 one-wide lanes; 40 and
+# 200 fp32 features: 10 of 16 lanes, 18 of 32), which the min / max-only backward's index tiles
+# must leave out of their shuffles.
+@pytest.mark.parametrize("F", [1, 3, 8, 32, 33, 40, 128, 200, 256])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
-def test_feature_widths(F, dtype):
+@pytest.mark.parametrize("reduces", [ALL_SIX, ["min"], ["max", "min"]], ids=["all", "min", "max+min"])
+def test_feature_widths(F, dtype, reduces):
     g = boundary_graph(300, 2000, seed=3)
     gen = torch.Generator().manual_seed(4)
-    check_against_cpu(g, distinct_features(300, F, gen, dtype), ALL_SIX)
+    check_against_cpu(g, distinct_features(300, F, gen, dtype), reduces)
 
 
 def test_strided_and_misaligned_features():
@@ -529,12 +533,14 @@ def test_degree_scales_bitwise_deterministic_and_empty():
 
 # ---- small cases for compute-sanitizer (memcheck, racecheck) -------------------------------------
 @pytest.mark.sanitizer
-@pytest.mark.parametrize("F", [3, 8], ids=["per-element", "packed"])
-def test_sanitizer_light_and_heavy_rows(F):
-    # Split rows on both sides (destination 0, source 63) and light ones.
+@pytest.mark.parametrize("F", [3, 8, 40], ids=["per-element", "packed", "part-group"])
+@pytest.mark.parametrize("reduces", [ALL_SIX, ["min", "max"]], ids=["all", "min+max"])
+def test_sanitizer_light_and_heavy_rows(F, reduces):
+    # Split rows on both sides (destination 0, source 63) and light ones; min + max alone take the
+    # backward's index tiles (warp shuffles over part of a group with F = 40).
     g = graph_with_hubs(64, [700, 260], 300, seed=27, out_degrees=[650])
     gen = torch.Generator().manual_seed(28)
-    check_against_cpu(g, torch.randn(64, F, generator=gen), ALL_SIX)
+    check_against_cpu(g, torch.randn(64, F, generator=gen), reduces)
 
 
 @pytest.mark.sanitizer

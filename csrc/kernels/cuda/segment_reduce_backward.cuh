@@ -29,12 +29,14 @@ namespace sr {
 // (a or b tabulated) it also tabulates the min / max shares, extremum_share(o, count, g), which
 // min / max alone do not (the tables would cost their memory target two more [num_dst, F]
 // arrays). (2) The schedule's gather over the transposed CSR, one sweep per part (linear; min and
-// max together), each taking a batch of out-edges at a time with every load of the batch issued
-// before any is used. The linear sweep loads a or g, b, maybe mean. The extremum sweep of min /
-// max alone loads the tie codes (2 bytes a feature) and the edges' CSR positions first; then the
-// gradient only where a code names the edge as the sole holder or is tagged, and the result only
-// where it is tagged (segment_extremum.h). With tabulated shares it loads the results and shares
-// and compares values (the fused path's codes are all tagged: segment_reduce_names_holders).
+// max together). Each sweep takes a batch of out-edges at a time (EdgeRef: the destination, and
+// its in-degree or the edge's position in the destination's row) with every load of the batch
+// issued before any is used; the min / max-only kernel loads the batches' indices a tile at a time.
+// The linear sweep loads a or g, b, maybe mean. The extremum sweep of min / max alone loads the
+// tie codes (2 bytes a feature); then the gradient only where a code names the edge as the sole
+// holder or is tagged, and the result only where it is tagged (segment_extremum.h). With
+// tabulated shares it loads the results and shares and compares values (the fused path's codes
+// are all tagged: segment_reduce_names_holders).
 struct BackwardTable {
   // a, b, the min and max shares: [num_dst, F] acc arrays when present
   size_t a_offset = 0, b_offset = 0, min_offset = 0, max_offset = 0, bytes = 0;
@@ -181,6 +183,37 @@ __device__ __forceinline__ void load_values(const V* p, V (&v)[VEC]) {
   }
 }
 
+// One out-edge j -> i as the gather sees it: i, and `aux`: the edge's position in i's CSR row
+// (clamped to kTieTagged) for the min / max codes, or i's in-degree for a mean read from grad_out.
+template <typename index_t>
+struct EdgeRef {
+  index_t dst;
+  index_t aux;
+};
+
+template <typename index_t>
+__device__ __forceinline__ EdgeRef<index_t> shuffle_from(const GroupLanes& lanes,
+                                                         EdgeRef<index_t> e, int src) {
+  return {shuffle_from(lanes, e.dst, src), shuffle_from(lanes, e.aux, src)};
+}
+
+enum class EdgeAux { kNone, kDegree, kPosition };
+
+// Source j's features [f0, f0 + VEC) as the sweeps read them (xj(e)): held in registers, or read
+// on demand by the min / max-only kernel, which compares values only for tagged codes (the rare
+// case) and so keeps VEC more registers for warps in flight.
+template <typename acc, int VEC>
+struct HeldRow {
+  acc v[VEC];
+  __device__ acc operator()(int e) const { return v[e]; }
+};
+
+template <typename T>
+struct RowOnDemand {
+  const T* p;
+  __device__ acc_t<T> operator()(int e) const { return to_acc(p[e]); }
+};
+
 template <typename T>
 size_t backward_slot_bytes(int64_t F) {
   return align_up(size_t(F) * sizeof(acc_t<T>), 16);
@@ -196,9 +229,15 @@ struct BackwardOp {
   static constexpr int kLinearBatch = VEC >= 8 ? 2 : 4;
   template <int VEC>
   static constexpr int kExtremumBatch = VEC >= 8 ? 1 : 2;
-  // Blocks of kLightThreads per SM the light / segment kernels are compiled for: a register cap
-  // (~80) that keeps 24 warps per SM in flight to hide the gathers.
-  static constexpr int kMinBlocks = 3;
+  // Blocks of kLightThreads per SM the light / segment kernels are compiled for, a register cap:
+  // 3 (~80 registers, 24 warps per SM in flight to hide the gathers), or 4 (64, 32 warps) for
+  // the min / max-only kernel of 4- and 8-byte types, which then fits without spills. That kernel
+  // alone takes its indices in tiles (for_edge_batches). H200, uniform:1000000:16, backward:
+  // fp32 min 5.71 -> 4.83 ms, min+max 9.84 -> 8.32 ms; in the general kernel tiles cost more
+  // than they saved (fp32 sum 4.41 -> 4.58 ms), and the 16-bit kernel, 8-wide, spilled (bf16
+  // min+max 10.3 -> 11.2 ms with 3 blocks, 12.7 ms with 4).
+  static constexpr int kMinBlocks = kExtremaOnly && sizeof(T) > 2 ? 4 : 3;
+  static constexpr bool kTiledIndices = kExtremaOnly && sizeof(T) > 2;
   template <int VEC>  // one lane's VEC consecutive features
   struct State {
     acc sum[VEC];
@@ -232,18 +271,20 @@ struct BackwardOp {
     for (int e = 0; e < VEC; ++e) s.sum[e] = acc(0);
   }
 
-  // The min and / or max gradients of the U out-edges q0, q0 + 1, ... (destinations i[]) for NS = 1
-  // or 2 reductions (slot[]: their k in out / grad_out rows, tie[]: their tie-code slot).
+  // The min and / or max gradients of U out-edges (e[]: with their positions unless kShared) for
+  // NS = 1 or 2 reductions (slot[]: their k in out / grad_out rows, tie[]: their tie-code slot).
   // kShared (the shares tabulated by step 1, share[]): the results and shares of the batch in one
-  // round of loads, and the share goes where x_j equals the result. Else in rounds: (1) the edges'
-  // positions in their rows and the tie codes; (2) where a lane's features have a candidate (a
-  // sole-holder code naming the edge, or a tagged code) the gradients; (3) for tagged codes the
-  // results, compared with x_j, and the holder counts.
-  template <int VEC, int U, int NS, bool kShared>
-  __device__ void add_extrema(State<VEC>& s, const acc (&xj)[VEC], int64_t q0,
-                              const int64_t (&i)[U], const bool (&ok)[U], const int (&slot)[NS],
-                              const int (&tie)[NS], const acc* const (&share)[NS],
-                              int64_t f0) const {
+  // round of loads, and the share goes where x_j equals the result. Else in rounds: (1) the tie
+  // codes; (2) where a lane's features have a candidate (a sole-holder code naming the edge, or a
+  // tagged code) the gradients; (3) for tagged codes the results, compared with x_j, and the
+  // holder counts.
+  template <int VEC, int U, int NS, bool kShared, class Row>
+  __device__ void add_extrema(State<VEC>& s, const Row& xj, const EdgeRef<index_t> (&ref)[U],
+                              const bool (&ok)[U], const int (&slot)[NS], const int (&tie)[NS],
+                              const acc* const (&share)[NS], int64_t f0) const {
+    int64_t i[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) i[u] = int64_t(ref[u].dst);
     if constexpr (kShared) {
       Pack<T, VEC> o[NS][U];
       acc h[NS][U][VEC];
@@ -261,15 +302,12 @@ struct BackwardOp {
         for (int r = 0; r < NS; ++r)
 #pragma unroll
           for (int e = 0; e < VEC; ++e)
-            if (extremum_receives(xj[e], to_acc(o[r][u].v[e]))) s.sum[e] += h[r][u][e];
+            if (extremum_receives(xj(e), to_acc(o[r][u].v[e]))) s.sum[e] += h[r][u][e];
       }
     } else {
-      int k[U];  // the edge's position in its row, clamped to kTieTagged (no sole-holder code)
       Pack<uint16_t, VEC> code[NS][U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        const int64_t p = int64_t(csc2csr[ok[u] ? q0 + u : q0]) - int64_t(rowptr[i[u]]);
-        k[u] = int(min(p, int64_t(kTieTagged)));
 #pragma unroll
         for (int r = 0; r < NS; ++r)
           code[r][u] =
@@ -287,7 +325,7 @@ struct BackwardOp {
           for (int e = 0; e < VEC; ++e) {
             const uint16_t c = code[r][u].v[e];
             tagged[r][u] |= tie_tagged(c);
-            holder |= int(c) == k[u];
+            holder |= int(c) == int(ref[u].aux);
           }
           tagged[r][u] &= ok[u];
           g[r][u] = ok[u] && (holder || tagged[r][u])
@@ -307,11 +345,11 @@ struct BackwardOp {
           for (int e = 0; e < VEC; ++e) {
             const uint16_t c = code[r][u].v[e];
             if (!tie_tagged(c)) {  // the sole holder receives g itself
-              if (int(c) == k[u]) s.sum[e] += to_acc(g[r][u].v[e]);
+              if (int(c) == int(ref[u].aux)) s.sum[e] += to_acc(g[r][u].v[e]);
               continue;
             }
             const acc oe = to_acc(o.v[e]);
-            if (!extremum_receives(xj[e], oe)) continue;
+            if (!extremum_receives(xj(e), oe)) continue;
             const int64_t* wide = tie_wide_entry(ties.wide + tie[r] * ties.wide_rows * F,
                                                  ties.wide_rows, int64_t(rowptr[i[u]]), F);
             const int64_t n = tie_count(c, wide ? wide + f0 + e : nullptr);
@@ -324,22 +362,23 @@ struct BackwardOp {
 
   // The linear part of U edges: a (or one grad_out slot), then b * x_j, or b * (x_j - mean).
   template <int VEC, int U>
-  __device__ void add_linear(State<VEC>& s, const acc (&xj)[VEC], const int64_t (&i)[U],
+  __device__ void add_linear(State<VEC>& s, const HeldRow<acc, VEC>& xj,
+                             const EdgeRef<index_t> (&ref)[U],
                              const bool (&ok)[U], int64_t f0) const {
     acc av[U][VEC], bv[U][VEC], mv[U][VEC];
     acc scale[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int64_t n = i[u] * F + f0;
+      const int64_t i = int64_t(ref[u].dst);
+      const int64_t n = i * F + f0;
       scale[u] = acc(1);
       if (a) {
         load_values<VEC>(a + n, av[u]);
       } else if (slots.direct >= 0) {
-        const Pack<T, VEC> g = load_pack<T, VEC>(grad_out + (i[u] * K + slots.direct) * F + f0);
+        const Pack<T, VEC> g = load_pack<T, VEC>(grad_out + (i * K + slots.direct) * F + f0);
 #pragma unroll
         for (int e = 0; e < VEC; ++e) av[u][e] = to_acc(g.v[e]);
-        if (slots.direct_mean)
-          scale[u] = acc(1) / acc(int64_t(rowptr[i[u] + 1]) - int64_t(rowptr[i[u]]));
+        if (slots.direct_mean) scale[u] = acc(1) / acc(int64_t(ref[u].aux));
       }
       if (b) load_values<VEC>(b + n, bv[u]);
       if (mean) load_values<VEC>(mean + n, mv[u]);
@@ -350,86 +389,94 @@ struct BackwardOp {
 #pragma unroll
       for (int e = 0; e < VEC; ++e) {
         if (a || slots.direct >= 0) s.sum[e] += slots.direct_mean ? av[u][e] * scale[u] : av[u][e];
-        if (b) s.sum[e] += bv[u][e] * (mean ? xj[e] - mv[u][e] : xj[e]);
+        if (b) s.sum[e] += bv[u][e] * (mean ? xj(e) - mv[u][e] : xj(e));
       }
     }
   }
 
-  // Calls part(q, i, ok) for the out-edges [begin, end) in transposed-CSR order, U at a time
-  // from q (a short last batch repeats its first edge as padding, with ok = false).
-  template <int U, class Part>
-  __device__ void for_edge_batches(int64_t begin, int64_t end, Part&& part) const {
-    for (int64_t q = begin; q < end; q += U) {
-      int64_t i[U];
-      bool ok[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        ok[u] = q + u < end;
-        i[u] = int64_t(row[ok[u] ? q + u : q]);
-      }
-      part(q, i, ok);
-    }
+  // Calls part(e, ok) for the out-edges [begin, end) in transposed-CSR order, U at a time (a
+  // short last batch repeats its first edge as padding, with ok = false); kAux: what EdgeRef::aux
+  // holds (kDegree: only when a mean is read from grad_out).
+  template <int U, EdgeAux kAux, class Part>
+  __device__ void for_out_edges(int64_t begin, int64_t end, const GroupLanes& lanes,
+                                Part&& part) const {
+    for_edge_batches<U, kTiledIndices, EdgeRef<index_t>>(
+        lanes, begin, end,
+        [&](int64_t q) {
+          EdgeRef<index_t> e{row[q], index_t(0)};
+          if constexpr (kAux == EdgeAux::kPosition) {
+            const int64_t p = int64_t(csc2csr[q]) - int64_t(rowptr[e.dst]);
+            e.aux = index_t(min(p, int64_t(kTieTagged)));
+          } else if constexpr (kAux == EdgeAux::kDegree) {
+            if (slots.direct_mean) e.aux = rowptr[e.dst + 1] - rowptr[e.dst];
+          }
+          return e;
+        },
+        [&](int64_t, const EdgeRef<index_t>(&e)[U], const bool(&ok)[U]) { part(e, ok); });
   }
 
   // Folds source j's out-edges [begin, end): one sweep for the linear part, one for min and / or
   // max, so that a sweep's registers only hold its own loads; the second sweep finds the indices
   // in cache. Each feature's sum runs in a fixed order: deterministic.
   template <int VEC>
-  __device__ void accumulate(State<VEC>& s, int64_t j, int64_t begin, int64_t end,
-                             int64_t f0) const {
-    acc xj[VEC];
+  __device__ void accumulate(State<VEC>& s, int64_t j, int64_t begin, int64_t end, int64_t f0,
+                             const GroupLanes& lanes) const {
+    if constexpr (kExtremaOnly) {
+      const RowOnDemand<T> xj{x + j * x_stride + f0};
+      add_extremum_sweep<VEC, false>(s, xj, begin, end, f0, lanes);
+      return;
+    }
+    HeldRow<acc, VEC> xj;
     if (need_x) {
       const Pack<T, VEC> px = load_pack<T, VEC>(x + j * x_stride + f0);
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) xj[e] = to_acc(px.v[e]);
+      for (int e = 0; e < VEC; ++e) xj.v[e] = to_acc(px.v[e]);
     } else {
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) xj[e] = acc(0);
-    }
-    if constexpr (kExtremaOnly) {
-      add_extremum_sweep<VEC, false>(s, xj, begin, end, f0);
-      return;
+      for (int e = 0; e < VEC; ++e) xj.v[e] = acc(0);
     }
     constexpr int L = kLinearBatch<VEC>;
     constexpr int L2 = L > 1 ? L / 2 : 1;
+    constexpr EdgeAux kDeg = EdgeAux::kDegree;
+    using Ref = EdgeRef<index_t>;
     if (mean) {  // three loads per edge (b, mean, maybe a): half the batch, so none spills
-      for_edge_batches<L2>(begin, end, [&](int64_t, const int64_t(&i)[L2], const bool(&ok)[L2]) {
-        add_linear<VEC, L2>(s, xj, i, ok, f0);
+      for_out_edges<L2, kDeg>(begin, end, lanes, [&](const Ref(&e)[L2], const bool(&ok)[L2]) {
+        add_linear<VEC, L2>(s, xj, e, ok, f0);
       });
     } else if (a || b || slots.direct >= 0) {
-      for_edge_batches<L>(begin, end, [&](int64_t, const int64_t(&i)[L], const bool(&ok)[L]) {
-        add_linear<VEC, L>(s, xj, i, ok, f0);
+      for_out_edges<L, kDeg>(begin, end, lanes, [&](const Ref(&e)[L], const bool(&ok)[L]) {
+        add_linear<VEC, L>(s, xj, e, ok, f0);
       });
     }
     if (slots.min >= 0 || slots.max >= 0) {
-      if (share_min || share_max) add_extremum_sweep<VEC, true>(s, xj, begin, end, f0);
-      else add_extremum_sweep<VEC, false>(s, xj, begin, end, f0);
+      if (share_min || share_max) add_extremum_sweep<VEC, true>(s, xj, begin, end, f0, lanes);
+      else add_extremum_sweep<VEC, false>(s, xj, begin, end, f0, lanes);
     }
   }
 
   // The min and / or max sweep over the out-edges [begin, end) (both: half the edges per batch,
   // so that the loads in flight stay those of one reduction).
-  template <int VEC, bool kShared>
-  __device__ void add_extremum_sweep(State<VEC>& s, const acc (&xj)[VEC], int64_t begin,
-                                     int64_t end, int64_t f0) const {
+  template <int VEC, bool kShared, class Row>
+  __device__ void add_extremum_sweep(State<VEC>& s, const Row& xj, int64_t begin,
+                                     int64_t end, int64_t f0, const GroupLanes& lanes) const {
     constexpr int X = kExtremumBatch<VEC>;
+    constexpr EdgeAux kAux = kShared ? EdgeAux::kNone : EdgeAux::kPosition;
+    using Ref = EdgeRef<index_t>;
     if (slots.min >= 0 && slots.max >= 0) {
       constexpr int X2 = X > 1 ? X / 2 : 1;
       const int both[2] = {slots.min, slots.max};
       const int ties_of[2] = {tie_slots.min, tie_slots.max};
       const acc* const shares[2] = {share_min, share_max};
-      for_edge_batches<X2>(begin, end,
-                           [&](int64_t q, const int64_t(&i)[X2], const bool(&ok)[X2]) {
-                             add_extrema<VEC, X2, 2, kShared>(s, xj, q, i, ok, both, ties_of,
-                                                              shares, f0);
-                           });
+      for_out_edges<X2, kAux>(begin, end, lanes, [&](const Ref(&e)[X2], const bool(&ok)[X2]) {
+        add_extrema<VEC, X2, 2, kShared>(s, xj, e, ok, both, ties_of, shares, f0);
+      });
     } else {
       const bool min = slots.min >= 0;
       const int one[1] = {min ? slots.min : slots.max};
       const int tie_of[1] = {min ? tie_slots.min : tie_slots.max};
       const acc* const shares[1] = {min ? share_min : share_max};
-      for_edge_batches<X>(begin, end, [&](int64_t q, const int64_t(&i)[X], const bool(&ok)[X]) {
-        add_extrema<VEC, X, 1, kShared>(s, xj, q, i, ok, one, tie_of, shares, f0);
+      for_out_edges<X, kAux>(begin, end, lanes, [&](const Ref(&e)[X], const bool(&ok)[X]) {
+        add_extrema<VEC, X, 1, kShared>(s, xj, e, ok, one, tie_of, shares, f0);
       });
     }
   }

@@ -37,9 +37,12 @@ size_t forward_slot_bytes(int64_t F) {
   return align_up(4 * size_t(F) * sizeof(acc_t<T>), 16) + align_up(4 * size_t(F) * 8, 16);
 }
 
-// The running statistics a forward keeps (bits of ForwardOp's kParts).
-constexpr unsigned kPartSum = 1, kPartSq = 2, kPartMin = 4, kPartMax = 8;
-constexpr unsigned kRuntimeParts = 0;  // kParts value: the parts are read from want_* at run time
+// The running statistics a forward keeps (bits of ForwardOp's kParts). kPartFirst: the min / max
+// also track their first holder's CSR position (segment_reduce_names_holders: min / max alone).
+constexpr unsigned kPartSum = 1, kPartSq = 2, kPartMin = 4, kPartMax = 8, kPartFirst = 16;
+// kParts values of the general kernels, whose parts are read from want_* at run time: all four
+// without first holders, or min / max with them.
+constexpr unsigned kRuntimeParts = 0, kRuntimeExtrema = kPartFirst;
 
 // The parts a list of reductions needs.
 inline unsigned forward_parts(const std::vector<SegmentReduce>& reduces) {
@@ -48,15 +51,17 @@ inline unsigned forward_parts(const std::vector<SegmentReduce>& reduces) {
                    cpu::segment_reduce_has(reduces, SegmentReduce::kMean);
   return (sum ? kPartSum : 0u) | (sq ? kPartSq : 0u) |
          (cpu::segment_reduce_has(reduces, SegmentReduce::kMin) ? kPartMin : 0u) |
-         (cpu::segment_reduce_has(reduces, SegmentReduce::kMax) ? kPartMax : 0u);
+         (cpu::segment_reduce_has(reduces, SegmentReduce::kMax) ? kPartMax : 0u) |
+         (cpu::segment_reduce_names_holders(reduces) ? kPartFirst : 0u);
 }
 
 // kScaled: PNA's degree scalers in the epilogue, a kernel of its own so that the plain kernel keeps
 // its registers (the scaled epilogue takes 16 more, 56 -> 72 for fp32 with int32 indices: in one
 // kernel with a runtime switch, the plain forward on an H200 slowed by ~20%).
 // kParts: the parts the kernel keeps, fixed at compile time so that a single reduction holds only
-// its own State in registers (kRuntimeParts: all four, switched by want_*). With all four a bf16
-// lane of 8 features needed 95 registers, a quarter of the SM's threads.
+// its own State in registers (kRuntimeParts / kRuntimeExtrema: switched by want_*). With all four
+// a bf16 lane of 8 features needed 95 registers, a quarter of the SM's threads; the first-holder
+// fields, switched at run time, cost PNA's general kernel ~15%.
 template <typename T, typename index_t, bool kScaled, unsigned kParts>
 struct ForwardOp {
   using acc = acc_t<T>;
@@ -65,7 +70,8 @@ struct ForwardOp {
   // 64 registers, but 80 / 128 for the 8-wide min / max States of 16-bit types (64 spilled).
   // None for the general kernels.
   static constexpr int kExtrema = ((kParts & kPartMin) != 0) + ((kParts & kPartMax) != 0);
-  static constexpr int kMinBlocks = kParts == kRuntimeParts               ? 1
+  static constexpr bool kRuntime = (kParts & ~kPartFirst) == 0;
+  static constexpr int kMinBlocks = kRuntime                           ? 1
                                     : sizeof(T) > 2 || kExtrema == 0 ? 4
                                                                       : 4 - kExtrema;
   template <int VEC>  // one lane's VEC consecutive features
@@ -81,8 +87,7 @@ struct ForwardOp {
   int64_t x_stride;
   int64_t F;
   ReduceList reduces;
-  bool want_sum, want_sq, want_min, want_max;  // read when kParts == kRuntimeParts
-  bool name_holders;  // segment_reduce_names_holders: track the first holder's position
+  bool want_sum, want_sq, want_min, want_max;  // read when kRuntime
   T* out;
   Ties ties;
   cpu::TieSlots tie_slots;
@@ -90,16 +95,14 @@ struct ForwardOp {
   DegreeScales<T> scales;  // kScaled: PNA's degree scalers, applied as the results are written
 
   __device__ bool has(unsigned part, bool want) const {
-    return kParts == kRuntimeParts ? want : (kParts & part) != 0;
+    if constexpr (kParts == kRuntimeExtrema) return (part & (kPartMin | kPartMax)) != 0 && want;
+    return kRuntime ? want : (kParts & part) != 0;
   }
   __device__ bool has_sum() const { return has(kPartSum, want_sum); }
   __device__ bool has_sq() const { return has(kPartSq, want_sq); }
   __device__ bool has_min() const { return has(kPartMin, want_min); }
   __device__ bool has_max() const { return has(kPartMax, want_max); }
-  // Min / max alone name their holders: the specialized kernels know it at compile time.
-  __device__ bool tracks_first() const {
-    return kParts == kRuntimeParts ? name_holders : (kParts & (kPartSum | kPartSq)) == 0;
-  }
+  __device__ static constexpr bool tracks_first() { return (kParts & kPartFirst) != 0; }
 
   __device__ int64_t offset(int64_t r) const { return int64_t(rowptr[r]); }
 
@@ -133,9 +136,12 @@ struct ForwardOp {
   }
 
   // Folds edges [begin, end) in CSR order; kEdgeUnroll gathers are in flight before their use.
+  // Each batch loads its own column indices (every lane the same address), not a tile of them
+  // per group (for_edge_batches): tiles took 9 more registers (fp32 min: 46 -> 55, a fifth of
+  // the warps in flight), and the gathers need warps more than they need the index loads.
   template <int VEC>
-  __device__ void accumulate(State<VEC>& s, int64_t, int64_t begin, int64_t end,
-                             int64_t f0) const {
+  __device__ void accumulate(State<VEC>& s, int64_t, int64_t begin, int64_t end, int64_t f0,
+                             const GroupLanes&) const {
     const T* xf = x + f0;
     int64_t p = begin;
     for (; p + kEdgeUnroll <= end; p += kEdgeUnroll) {
@@ -320,7 +326,6 @@ struct ForwardCall {
             (parts & kPartSq) != 0,
             (parts & kPartMin) != 0,
             (parts & kPartMax) != 0,
-            cpu::segment_reduce_names_holders(*reduces),
             out,
             ties,
             cpu::segment_reduce_tie_slots(*reduces),
@@ -338,9 +343,13 @@ struct ForwardCall {
 // The unscaled, packed forward of one fixed set of parts (kSpecializedParts); instantiated by
 // segment_reduce_forward_parts_*.cu (declared extern where the entry points are instantiated), so
 // that these kernels build in parallel with the general ones.
-constexpr unsigned kSpecializedParts[] = {kPartSum, kPartSum | kPartSq, kPartMin, kPartMax,
-                                          kPartMin | kPartMax,
-                                          kPartSum | kPartSq | kPartMin | kPartMax};
+// (min / max without sum or mean: with first holders.)
+constexpr unsigned kSumParts = kPartSum, kVarParts = kPartSum | kPartSq,
+                   kMinParts = kPartMin | kPartFirst, kMaxParts = kPartMax | kPartFirst,
+                   kMinMaxParts = kPartMin | kPartMax | kPartFirst,
+                   kAllParts = kPartSum | kPartSq | kPartMin | kPartMax;
+constexpr unsigned kSpecializedParts[] = {kSumParts,  kVarParts,    kMinParts,
+                                          kMaxParts, kMinMaxParts, kAllParts};
 template <typename T, typename index_t, unsigned kParts>
 void run_specialized_forward(const ForwardCall<T, index_t>& call) {
   call.template run<kVec<T>, false, kParts>();
@@ -377,16 +386,25 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
   const bool packed = F % kPack == 0 && x_stride % kPack == 0 && is_aligned16(x) &&
                       is_aligned16(out) && (!scales.scale || is_aligned16(scales.plain)) &&
                       (!ties.code || is_aligned16(ties.code));
+  const unsigned parts = sr::forward_parts(reduces);
+  const bool first = (parts & sr::kPartFirst) != 0;
   if (scales.scale) {
-    if (packed) call.template run<kPack, true, sr::kRuntimeParts>();
-    else call.template run<1, true, sr::kRuntimeParts>();
+    if (first) {
+      if (packed) call.template run<kPack, true, sr::kRuntimeExtrema>();
+      else call.template run<1, true, sr::kRuntimeExtrema>();
+    } else {
+      if (packed) call.template run<kPack, true, sr::kRuntimeParts>();
+      else call.template run<1, true, sr::kRuntimeParts>();
+    }
     return;
   }
   constexpr size_t kSpecialized = std::size(sr::kSpecializedParts);
-  if (packed && sr::try_specialized_forward(call, sr::forward_parts(reduces),
-                                            std::make_index_sequence<kSpecialized>{}))
+  if (packed &&
+      sr::try_specialized_forward(call, parts, std::make_index_sequence<kSpecialized>{}))
     return;
-  if (packed) call.template run<kPack, false, sr::kRuntimeParts>();
+  // Every packed set with first holders is specialized: what is left runs one feature per lane.
+  if (first) call.template run<1, false, sr::kRuntimeExtrema>();
+  else if (packed) call.template run<kPack, false, sr::kRuntimeParts>();
   else call.template run<1, false, sr::kRuntimeParts>();
 }
 
@@ -397,18 +415,13 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
 #define IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I, PARTS) \
   PREFIX template void iognn::cuda::sr::run_specialized_forward<T, I, PARTS>(     \
       const iognn::cuda::sr::ForwardCall<T, I>&);
-#define IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_FOR(PREFIX, T, I)                                  \
-  IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I, iognn::cuda::sr::kPartSum)             \
-  IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I,                                        \
-                                         iognn::cuda::sr::kPartSum | iognn::cuda::sr::kPartSq) \
-  IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I, iognn::cuda::sr::kPartMin)             \
-  IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I, iognn::cuda::sr::kPartMax)             \
-  IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I,                                        \
-                                         iognn::cuda::sr::kPartMin | iognn::cuda::sr::kPartMax) \
-  IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(                                                     \
-      PREFIX, T, I,                                                                           \
-      iognn::cuda::sr::kPartSum | iognn::cuda::sr::kPartSq | iognn::cuda::sr::kPartMin |      \
-          iognn::cuda::sr::kPartMax)
+#define IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_FOR(PREFIX, T, I)                      \
+  IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I, iognn::cuda::sr::kSumParts)    \
+  IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I, iognn::cuda::sr::kVarParts)    \
+  IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I, iognn::cuda::sr::kMinParts)    \
+  IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I, iognn::cuda::sr::kMaxParts)    \
+  IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I, iognn::cuda::sr::kMinMaxParts) \
+  IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_ONE(PREFIX, T, I, iognn::cuda::sr::kAllParts)
 #define IOGNN_SEGMENT_REDUCE_FORWARD_PARTS(PREFIX, T)          \
   IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_FOR(PREFIX, T, int32_t) \
   IOGNN_SEGMENT_REDUCE_FORWARD_PARTS_FOR(PREFIX, T, int64_t)

@@ -7,7 +7,10 @@
 // (per-feature arrays, so any VEC reads what any VEC wrote), and how to write a finished row.
 // Lanes run over features: a group of G lanes (G a power of two <= 32, from F) owns one row and
 // G*VEC consecutive features (a "chunk"); rows wider than that are split into chunks handled by
-// independent groups. No lane ever needs another lane's data except in the merge pass.
+// independent groups. The lanes of a group share one thing: the row's edge indices, which they
+// may load a tile at a time, one edge per lane, and pass around by warp shuffles
+// (for_edge_batches), so that a batch of edges waits for no index load of its own.
+// Otherwise no lane needs another lane's data except in the merge pass.
 //
 //   light rows (degree <= heavy_degree): one group folds the whole row in CSR order and writes it
 //     (VEC = 16 bytes of features per lane where alignment allows, else 1).
@@ -29,6 +32,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/segment_reduce_common.cuh"
 
@@ -136,6 +140,22 @@ struct HeavyRows {
   __device__ unsigned char* slot(int64_t s) const { return states + size_t(s) * slot_bytes; }
 };
 
+// The lanes of one group that own features of a chunk: a prefix of the group (the last chunk of a
+// row may be narrower), each lane one edge of an index tile. Lanes past `width` have no features
+// and exit before any shuffle, so `mask` names exactly the lanes that take part.
+struct GroupLanes {
+  unsigned mask;  // the active lanes, as warp lanes
+  int base;       // warp lane of the group's lane 0
+  int lane;       // this lane in the group
+  int width;      // active lanes (edges per index tile)
+};
+
+// Lane `src`'s v, for every active lane of the group (an Op's own edge types overload it).
+template <typename V, typename = std::enable_if_t<std::is_arithmetic_v<V>>>
+__device__ __forceinline__ V shuffle_from(const GroupLanes& lanes, V v, int src) {
+  return __shfl_sync(lanes.mask, v, lanes.base + src);
+}
+
 // Index of this thread's group among all groups of the grid, its lane, and its first feature.
 template <int VEC>
 struct GroupPos {
@@ -147,7 +167,53 @@ struct GroupPos {
   __device__ int64_t first_feature(int64_t chunk, int group) const {
     return (chunk * group + lane) * VEC;
   }
+  // The active lanes of the group for chunk `chunk` of F features.
+  __device__ GroupLanes lanes_of(int64_t chunk, int group, int64_t F) const {
+    const int width = int(min(int64_t(group), F / VEC - chunk * group));
+    const int base = int(threadIdx.x & 31u) & ~(group - 1);
+    const unsigned prefix = width >= 32 ? ~0u : (1u << width) - 1u;
+    return GroupLanes{prefix << base, base, lane, width};
+  }
 };
+
+// A row's edges [begin, end) as body(q0, v, ok) for batches of U edges q0, q0 + 1, ... (v[u] =
+// load(q0 + u), an edge's reference; a short last batch repeats its first edge, with ok = false).
+// Every lane of the group sees the same batches in the same order. kTiled: the references are
+// loaded a tile of lanes.width edges at a time, one per lane, and moved by shuffle_from, so that a
+// batch waits for no index load of its own (it costs registers: a kernel short of them loads each
+// batch's references itself, every lane the same address).
+template <int U, bool kTiled, typename V, class Load, class Body>
+__device__ __forceinline__ void for_edge_batches(const GroupLanes& lanes, int64_t begin,
+                                                 int64_t end, Load&& load, Body&& body) {
+  if constexpr (!kTiled) {
+    for (int64_t q = begin; q < end; q += U) {
+      V v[U];
+      bool ok[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        ok[u] = q + u < end;
+        v[u] = load(ok[u] ? q + u : q);
+      }
+      body(q, v, ok);
+    }
+  } else {
+    for (int64_t t = begin; t < end; t += lanes.width) {
+      const int n = int(min(int64_t(lanes.width), end - t));
+      V mine{};
+      if (lanes.lane < n) mine = load(t + lanes.lane);
+      for (int u0 = 0; u0 < n; u0 += U) {
+        V v[U];
+        bool ok[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          ok[u] = u0 + u < n;
+          v[u] = shuffle_from(lanes, mine, ok[u] ? u0 + u : u0);
+        }
+        body(t + u0, v, ok);
+      }
+    }
+  }
+}
 
 // ---- kernels ----------------------------------------------------------------------------------
 template <int VEC, class Op>
@@ -156,13 +222,14 @@ __global__ void __launch_bounds__(kLightThreads, Op::kMinBlocks)
   const GroupPos<VEC> pos(lanes.group);
   if (pos.task >= num_rows * lanes.chunks) return;
   const int64_t r = pos.task / lanes.chunks;
-  const int64_t f0 = pos.first_feature(pos.task - r * lanes.chunks, lanes.group);
+  const int64_t chunk = pos.task - r * lanes.chunks;
+  const int64_t f0 = pos.first_feature(chunk, lanes.group);
   if (f0 >= op.F) return;
   const int64_t begin = op.offset(r), end = op.offset(r + 1);
   if (end - begin > heavy_degree) return;  // left to the segment + merge passes
   typename Op::template State<VEC> st;
   op.init(st);
-  op.accumulate(st, r, begin, end, f0);
+  op.accumulate(st, r, begin, end, f0, pos.lanes_of(chunk, lanes.group, op.F));
   op.finalize(st, r, end - begin, f0);
 }
 
@@ -202,7 +269,8 @@ __global__ void __launch_bounds__(kLightThreads, Op::kMinBlocks)
   const GroupPos<VEC> pos(lanes.group);
   const int64_t s = pos.task / lanes.chunks;
   if (s >= hr.num_slots()) return;
-  const int64_t f0 = pos.first_feature(pos.task - s * lanes.chunks, lanes.group);
+  const int64_t chunk = pos.task - s * lanes.chunks;
+  const int64_t f0 = pos.first_feature(chunk, lanes.group);
   if (f0 >= op.F) return;
   // Every field is re-validated so that an inconsistent CSR cannot send a lane out of bounds.
   const uint32_t h = hr.slot_heavy[s];
@@ -216,7 +284,7 @@ __global__ void __launch_bounds__(kLightThreads, Op::kMinBlocks)
   const int64_t end = min(begin + hr.segment_edges, row_end);
   typename Op::template State<VEC> st;
   op.init(st);
-  op.accumulate(st, r, begin, end, f0);
+  op.accumulate(st, r, begin, end, f0, pos.lanes_of(chunk, lanes.group, op.F));
   op.save(st, hr.slot(s), f0);
 }
 
