@@ -271,7 +271,7 @@ struct BackwardOp {
     for (int e = 0; e < VEC; ++e) s.sum[e] = acc(0);
   }
 
-  // The min and / or max gradients of U out-edges (e[]: with their positions unless kShared) for
+  // The min and / or max gradients of U out-edges (ref[]: with their positions unless kShared) for
   // NS = 1 or 2 reductions (slot[]: their k in out / grad_out rows, tie[]: their tie-code slot).
   // kShared (the shares tabulated by step 1, share[]): the results and shares of the batch in one
   // round of loads, and the share goes where x_j equals the result. Else in rounds: (1) the tie
