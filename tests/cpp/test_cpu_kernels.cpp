@@ -143,7 +143,7 @@ void run_segment_reduce(const Shape& s, uint64_t seed) {
                                      out.data(), cpu::TiesView{ties.data(), nullptr, 0},
                                      mean.data(), grad.data(), s.num_src, F, reduces,
                                      grad_x.data());
-  // min and max alone: their codes name sole holders (with other reductions all are tagged).
+  // min and max alone: the same results and tie codes as in the call of all six.
   std::vector<T> out_extrema(s.num_dst * 2 * F);
   std::vector<uint16_t> holder_ties(s.num_dst * 2 * F);
   cpu::segment_reduce_forward<T, I>(g.rowptr.data(), g.col.data(), x.data(), F, s.num_dst, F,
@@ -166,17 +166,18 @@ void run_segment_reduce(const Shape& s, uint64_t seed) {
         if (v < lo) lo = v, lo_p = p;
         if (v > hi) hi = v, hi_p = p;
       }
-      // min / max alone name a sole holder by its position in the row; ties (duplicate edges),
-      // empty rows and every code of the fused call are tagged with their holder count.
+      // A sole holder is named by its position in the row; ties (duplicate edges) and empty
+      // rows are tagged with their holder count.
       for (int slot = 0; slot < 2; ++slot) {
         const double best = slot == 0 ? lo : hi;
         int64_t holders = 0;
         for (int64_t p = b; p < b + deg; ++p) holders += double(x[g.col[p] * F + f]) == best;
         const int64_t first = (slot == 0 ? lo_p : hi_p) - b;
-        const uint16_t tagged = uint16_t(0x8000 | holders);
+        const uint16_t code =
+            holders == 1 && best != 0 ? uint16_t(first) : uint16_t(0x8000 | holders);
         const int64_t at = (i * 2 + slot) * F + f;
-        EXPECT_EQ(holder_ties[at], holders == 1 && best != 0 ? uint16_t(first) : tagged) << i;
-        EXPECT_EQ(ties[at], tagged) << i << " " << slot;
+        EXPECT_EQ(ties[at], code) << i << " " << slot;
+        EXPECT_EQ(holder_ties[at], code) << i << " " << slot;
         EXPECT_EQ(out_extrema[at], out[(i * K + 2 + slot) * F + f]) << i << " " << slot;
       }
       const double m = deg ? sum / double(deg) : 0, var = deg ? sq / double(deg) - m * m : 0;

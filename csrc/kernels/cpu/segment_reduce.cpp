@@ -42,7 +42,7 @@ TieSlots segment_reduce_tie_slots(const std::vector<SegmentReduce>& reduces) {
   return slots;
 }
 
-bool segment_reduce_names_holders(const std::vector<SegmentReduce>& reduces) {
+bool segment_reduce_extrema_only(const std::vector<SegmentReduce>& reduces) {
   return std::all_of(reduces.begin(), reduces.end(), [](SegmentReduce r) {
     return r == SegmentReduce::kMin || r == SegmentReduce::kMax;
   });
@@ -77,15 +77,15 @@ void add_extremum_grad(const T* xj, const T* o, const uint16_t* code, const int6
   }
 }
 
-// Writes one extremum's tie codes of row i (its in-edges start at CSR position begin; first:
-// nullptr when the codes name no holder), and the exact counts of the saturated ones to the row's
-// wide entry.
+// Writes one extremum's tie codes of row i (its in-edges start at CSR position begin; first: the
+// CSR position of each feature's first holder), and the exact counts of the saturated ones to the
+// row's wide entry.
 template <typename acc>
 void write_ties(const acc* value, const int64_t* count, const int64_t* first, int64_t begin,
                 int64_t F, uint16_t* code, int64_t* wide_table, int64_t wide_rows) {
   const int64_t w = tie_wide_row(begin);
   for (int64_t f = 0; f < F; ++f) {
-    code[f] = tie_code(value[f], count[f], first ? first[f] - begin : int64_t(kTieTagged));
+    code[f] = tie_code(value[f], count[f], first[f] - begin);
     if (tie_saturated(code[f]) && wide_table && w < wide_rows) wide_table[w * F + f] = count[f];
   }
 }
@@ -100,7 +100,6 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
   const int64_t S = scales.scale ? scales.count : 1;
   const TieSlots tie_slots = segment_reduce_tie_slots(reduces);
   const bool want_min = tie_slots.min >= 0, want_max = tie_slots.max >= 0;
-  const bool name_holders = segment_reduce_names_holders(reduces);
   const bool want_sq = segment_reduce_needs_mean(reduces);
   const bool want_sum = want_sq || segment_reduce_has(reduces, SegmentReduce::kSum) ||
                         segment_reduce_has(reduces, SegmentReduce::kMean);
@@ -161,11 +160,11 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
         return ties.wide ? ties.wide + slot * ties.wide_rows * F : nullptr;
       };
       if (want_min)
-        write_ties(min_v.data(), min_n.data(), name_holders ? min_first.data() : nullptr, begin, F,
-                   ties_of(tie_slots.min), wide_of(tie_slots.min), ties.wide_rows);
+        write_ties(min_v.data(), min_n.data(), min_first.data(), begin, F, ties_of(tie_slots.min),
+                   wide_of(tie_slots.min), ties.wide_rows);
       if (want_max)
-        write_ties(max_v.data(), max_n.data(), name_holders ? max_first.data() : nullptr, begin, F,
-                   ties_of(tie_slots.max), wide_of(tie_slots.max), ties.wide_rows);
+        write_ties(max_v.data(), max_n.data(), max_first.data(), begin, F, ties_of(tie_slots.max),
+                   wide_of(tie_slots.max), ties.wide_rows);
       for (int64_t f = 0; mean && f < F; ++f) mean[i * F + f] = avg[f];
     }
   });

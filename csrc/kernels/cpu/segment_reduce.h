@@ -41,10 +41,8 @@ bool segment_reduce_has(const std::vector<SegmentReduce>& reduces, SegmentReduce
 bool segment_reduce_needs_mean(const std::vector<SegmentReduce>& reduces);
 // Whether the backward reads x (var, std, min or max).
 bool segment_reduce_backward_needs_x(const std::vector<SegmentReduce>& reduces);
-// Whether the tie codes name sole holders (kernels/cpu/segment_extremum.h): only when min and / or
-// max are requested alone. With other reductions every code is tagged: their backward compares
-// values anyway (the fused path tabulates the shares), and the forward saves tracking positions.
-bool segment_reduce_names_holders(const std::vector<SegmentReduce>& reduces);
+// Whether only min and / or max are requested (the CUDA backward has a kernel of its own for them).
+bool segment_reduce_extrema_only(const std::vector<SegmentReduce>& reduces);
 
 // Where the min / max tie codes of one call go (segment_extremum.h): code [num_dst, n, F] and wide
 // [n, wide_rows, F] (wide_rows = tie_wide_rows(num_edges)), n = the extrema requested, min first.

@@ -49,8 +49,7 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
                             size_t workspace_bytes, cudaStream_t stream);
 
 // Workspace bytes of segment_reduce_backward: the per-destination gradient coefficients (when the
-// reductions need them: var / std, or sum and mean together; then also the min / max shares) and
-// the heavy-source schedule.
+// reductions need them: var / std, or sum and mean together) and the heavy-source schedule.
 template <typename T>
 size_t segment_reduce_backward_workspace(int64_t num_src, int64_t num_dst, int64_t num_edges,
                                          int64_t F, const std::vector<SegmentReduce>& reduces);

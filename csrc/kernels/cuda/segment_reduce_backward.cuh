@@ -25,22 +25,22 @@ namespace sr {
 // them with var / std: then a - b * mean is tabulated instead of a, so an edge reads two
 // coefficients, not three (b * x_j - b * mean_i is also how PyG's autograd sums the two paths of
 // E[x^2] - E[x]^2). A single sum or mean without var / std is read straight from grad_out (mean
-// scaled by 1 / deg_i); var / std alone read b and the forward's mean. When this step runs anyway
-// (a or b tabulated) it also tabulates the min / max shares, extremum_share(o, count, g), which
-// min / max alone do not (the tables would cost their memory target two more [num_dst, F]
-// arrays). (2) The schedule's gather over the transposed CSR, one sweep per part (linear; min and
-// max together). Each sweep takes a batch of out-edges at a time (EdgeRef: the destination, and
-// its in-degree or the edge's position in the destination's row) with every load of the batch
-// issued before any is used; the min / max-only kernel loads the batches' indices a tile at a time.
-// The linear sweep loads a or g, b, maybe mean. The extremum sweep of min / max alone loads the
-// tie codes (2 bytes a feature); then the gradient only where a code names the edge as the sole
-// holder or is tagged, and the result only where it is tagged (segment_extremum.h). With
-// tabulated shares it loads the results and shares and compares values (the fused path's codes
-// are all tagged: segment_reduce_names_holders).
+// scaled by 1 / deg_i); var / std alone read b and the forward's mean. (2) The schedule's gather
+// over the transposed CSR, one sweep per part (linear; min and max together). Each sweep takes a
+// batch of out-edges at a time (EdgeRef: the destination, and its in-degree or the edge's position
+// in the destination's row) with every load of the batch issued before any is used; the min /
+// max-only kernel loads the batches' indices a tile at a time. The linear sweep loads a or g, b,
+// maybe mean. The extremum sweep loads the tie codes (2 bytes a feature); then the gradient only
+// where a code names the edge as the sole holder or is tagged, and the result only where it is
+// tagged (segment_extremum.h). (Tabulating the shares extremum_share(o, count, g) in step 1
+// instead, with every code tagged, made an edge read the result and the share, 2 * sizeof(acc)
+// bytes a feature, where codes read 2: H100, fp32 min + max + mean + std backward 20.8 -> 17.3
+// ms on uniform:1000000:16, 13.9 -> 14.0 on powerlaw:1000000:16, and two [num_dst, F] fp32
+// tables fewer: 976 MiB of the peak.)
 struct BackwardTable {
-  // a, b, the min and max shares: [num_dst, F] acc arrays when present
-  size_t a_offset = 0, b_offset = 0, min_offset = 0, max_offset = 0, bytes = 0;
-  bool has_a = false, has_b = false, has_min = false, has_max = false;
+  // a, b: [num_dst, F] acc arrays when present
+  size_t a_offset = 0, b_offset = 0, bytes = 0;
+  bool has_a = false, has_b = false;
 };
 
 template <typename T>
@@ -51,9 +51,6 @@ BackwardTable backward_table(int64_t num_dst, int64_t F,
   const bool mean = cpu::segment_reduce_has(reduces, SegmentReduce::kMean);
   t.has_b = cpu::segment_reduce_needs_mean(reduces);
   t.has_a = (sum && mean) || (t.has_b && (sum || mean));
-  const bool tabulated = t.has_a || t.has_b;
-  t.has_min = tabulated && cpu::segment_reduce_has(reduces, SegmentReduce::kMin);
-  t.has_max = tabulated && cpu::segment_reduce_has(reduces, SegmentReduce::kMax);
   const size_t array = align_up(size_t(num_dst) * size_t(F) * sizeof(acc_t<T>), 256);
   const auto place = [&](bool present, size_t& offset) {
     offset = t.bytes;
@@ -61,8 +58,6 @@ BackwardTable backward_table(int64_t num_dst, int64_t F,
   };
   place(t.has_a, t.a_offset);
   place(t.has_b, t.b_offset);
-  place(t.has_min, t.min_offset);
-  place(t.has_max, t.max_offset);
   return t;
 }
 
@@ -92,22 +87,12 @@ inline BackwardSlots backward_slots(const std::vector<SegmentReduce>& reduces) {
   return s;
 }
 
-// Where step 1 writes: the coefficient and share arrays (nullptr when not tabulated).
-template <typename T>
-struct BackwardCoefficients {
-  acc_t<T>* a;
-  acc_t<T>* b;
-  acc_t<T>* share_min;
-  acc_t<T>* share_max;
-};
-
-// Step 1: a, b and the min / max shares for every (i, f); rows without in-edges get 0 (no edge
+// Step 1: a and b for every (i, f) (nullptr: not tabulated); rows without in-edges get 0 (no edge
 // reads them).
 template <typename T, typename index_t>
 __global__ void coefficients_kernel(const index_t* rowptr, const T* out, const T* grad_out,
-                                    TiesView ties, cpu::TieSlots tie_slots, const acc_t<T>* mean,
-                                    int64_t num_dst, int64_t F, int64_t K, BackwardSlots slots,
-                                    BackwardCoefficients<T> t) {
+                                    const acc_t<T>* mean, int64_t num_dst, int64_t F, int64_t K,
+                                    BackwardSlots slots, acc_t<T>* a, acc_t<T>* b) {
   using acc = acc_t<T>;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < num_dst * F; n += stride) {
@@ -115,18 +100,6 @@ __global__ void coefficients_kernel(const index_t* rowptr, const T* out, const T
     const int64_t deg_n = int64_t(rowptr[i + 1]) - int64_t(rowptr[i]);
     const acc deg = acc(deg_n > 0 ? deg_n : 1);
     const T* g = grad_out + i * K * F + f;
-    const auto share = [&](int slot, int tie) {
-      const acc o = to_acc(out[i * K * F + slot * F + f]);
-      const uint16_t code = ties.code[(i * tie_slots.count + tie) * F + f];
-      const int64_t* wide = tie_wide_entry(ties.wide + tie * ties.wide_rows * F, ties.wide_rows,
-                                           int64_t(rowptr[i]), F);
-      const int64_t count = tie_tagged(code) ? tie_count(code, wide ? wide + f : nullptr) : 1;
-      return deg_n > 0 ? extremum_share(o, acc(count), to_acc(g[slot * F])) : acc(0);
-    };
-    if (t.share_min) t.share_min[n] = share(slots.min, tie_slots.min);
-    if (t.share_max) t.share_max[n] = share(slots.max, tie_slots.max);
-    acc* const a = t.a;
-    acc* const b = t.b;
     acc bv = acc(0);
     if (b) {
       if (slots.var >= 0) bv += acc(2) * to_acc(g[slots.var * F]) / deg;
@@ -231,13 +204,14 @@ struct BackwardOp {
   static constexpr int kExtremumBatch = VEC >= 8 ? 1 : 2;
   // Blocks of kLightThreads per SM the light / segment kernels are compiled for, a register cap:
   // 3 (~80 registers, 24 warps per SM in flight to hide the gathers), or 4 (64, 32 warps) for
-  // the min / max-only kernel of 4- and 8-byte types, which then fits without spills. That kernel
-  // alone takes its indices in tiles (for_edge_batches). H200, uniform:1000000:16, backward:
-  // fp32 min 5.71 -> 4.83 ms, min+max 9.84 -> 8.32 ms; in the general kernel tiles cost more
-  // than they saved (fp32 sum 4.41 -> 4.58 ms), and the 16-bit kernel, 8-wide, spilled (bf16
-  // min+max 10.3 -> 11.2 ms with 3 blocks, 12.7 ms with 4).
-  static constexpr int kMinBlocks = kExtremaOnly && sizeof(T) > 2 ? 4 : 3;
-  static constexpr bool kTiledIndices = kExtremaOnly && sizeof(T) > 2;
+  // the min / max-only kernel, which then fits without spills (at most kExtremumVec features a
+  // lane). That kernel alone takes its indices in tiles (for_edge_batches). H200,
+  // uniform:1000000:16, backward: fp32 min 5.71 -> 4.83 ms, min+max 9.84 -> 8.32 ms; in the
+  // general kernel tiles cost more than they saved (fp32 sum 4.41 -> 4.58 ms), and a 16-bit
+  // kernel 8 features wide spilled with them (bf16 min+max 10.3 -> 11.2 ms with 3 blocks, 12.7
+  // ms with 4).
+  static constexpr int kMinBlocks = kExtremaOnly ? 4 : 3;
+  static constexpr bool kTiledIndices = kExtremaOnly;
   template <int VEC>  // one lane's VEC consecutive features
   struct State {
     acc sum[VEC];
@@ -256,8 +230,6 @@ struct BackwardOp {
   const acc* a;     // [num_dst, F] or nullptr (with b: b * mean folded in)
   const acc* b;     // [num_dst, F] or nullptr (var / std)
   const acc* mean;  // [num_dst, F]: the forward's mean when b is not folded into a, else nullptr
-  const acc* share_min;  // [num_dst, F] or nullptr: tabulated min / max shares (step 1)
-  const acc* share_max;
   int64_t F, K;
   BackwardSlots slots;
   bool need_x;
@@ -271,92 +243,82 @@ struct BackwardOp {
     for (int e = 0; e < VEC; ++e) s.sum[e] = acc(0);
   }
 
-  // The min and / or max gradients of U out-edges (ref[]: with their positions unless kShared) for
-  // NS = 1 or 2 reductions (slot[]: their k in out / grad_out rows, tie[]: their tie-code slot).
-  // kShared (the shares tabulated by step 1, share[]): the results and shares of the batch in one
-  // round of loads, and the share goes where x_j equals the result. Else in rounds: (1) the tie
-  // codes; (2) where a lane's features have a candidate (a sole-holder code naming the edge, or a
-  // tagged code) the gradients; (3) for tagged codes the results, compared with x_j, and the
-  // holder counts.
-  template <int VEC, int U, int NS, bool kShared, class Row>
+  // Whether a lane's tie codes let the edge at position `pos` receive anything: a sole-holder
+  // code naming it, or a tagged code (holders found by value).
+  template <int VEC>
+  __device__ static void scan_codes(const Pack<uint16_t, VEC>& code, index_t pos, bool& holder,
+                                    bool& tagged) {
+    holder = tagged = false;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      tagged |= tie_tagged(code.v[e]);
+      holder |= int(code.v[e]) == int(pos);
+    }
+  }
+
+  // Folds one extremum (slot: its k in out / grad_out rows, tie: its tie-code slot) of the edge
+  // j -> i at position `pos` of i's row into the lane's sums, given its tie codes and, where
+  // scan_codes found a candidate, the gradients g: a sole holder named by its code receives g
+  // itself; for tagged codes the edge receives extremum_share where x_j equals the result, which
+  // is loaded only then (ties are the rare case; holding it with the other loads would cost
+  // registers), with the holder count.
+  template <int VEC, class Row>
+  __device__ void fold_extremum(State<VEC>& s, const Row& xj, int64_t i, index_t pos,
+                                const Pack<uint16_t, VEC>& code, const Pack<T, VEC>& g,
+                                bool tagged, int slot, int tie, int64_t f0) const {
+    const Pack<T, VEC> o =
+        tagged ? load_pack<T, VEC>(out + (i * K + slot) * F + f0) : Pack<T, VEC>{};
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const uint16_t c = code.v[e];
+      if (!tie_tagged(c)) {  // the sole holder receives g itself
+        if (int(c) == int(pos)) s.sum[e] += to_acc(g.v[e]);
+        continue;
+      }
+      const acc oe = to_acc(o.v[e]);
+      if (!extremum_receives(xj(e), oe)) continue;
+      const int64_t* wide = tie_wide_entry(ties.wide + tie * ties.wide_rows * F, ties.wide_rows,
+                                           int64_t(rowptr[i]), F);
+      const int64_t n = tie_count(c, wide ? wide + f0 + e : nullptr);
+      s.sum[e] += extremum_share(oe, acc(n), to_acc(g.v[e]));
+    }
+  }
+
+  // The min and / or max gradients of U out-edges (ref[]: with their positions) for NS = 1 or 2
+  // reductions (slot[], tie[]: as fold_extremum's), in rounds: (1) the tie codes; (2) where a
+  // lane's features have a candidate, the gradients; (3) the folds (fold_extremum).
+  template <int VEC, int U, int NS, class Row>
   __device__ void add_extrema(State<VEC>& s, const Row& xj, const EdgeRef<index_t> (&ref)[U],
                               const bool (&ok)[U], const int (&slot)[NS], const int (&tie)[NS],
-                              const acc* const (&share)[NS], int64_t f0) const {
-    int64_t i[U];
+                              int64_t f0) const {
+    Pack<uint16_t, VEC> code[NS][U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) i[u] = int64_t(ref[u].dst);
-    if constexpr (kShared) {
-      Pack<T, VEC> o[NS][U];
-      acc h[NS][U][VEC];
+    for (int u = 0; u < U; ++u) {
 #pragma unroll
       for (int r = 0; r < NS; ++r)
+        code[r][u] = load_pack<uint16_t, VEC>(ties.code +
+                                              (int64_t(ref[u].dst) * tie_slots.count + tie[r]) * F + f0);
+    }
+    Pack<T, VEC> g[NS][U];
+    bool tagged[NS][U];
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-          o[r][u] = load_pack<T, VEC>(out + (i[u] * K + slot[r]) * F + f0);
-          load_values<VEC>(share[r] + i[u] * F + f0, h[r][u]);
-        }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (!ok[u]) continue;
-#pragma unroll
-        for (int r = 0; r < NS; ++r)
-#pragma unroll
-          for (int e = 0; e < VEC; ++e)
-            if (extremum_receives(xj(e), to_acc(o[r][u].v[e]))) s.sum[e] += h[r][u][e];
-      }
-    } else {
-      Pack<uint16_t, VEC> code[NS][U];
+    for (int r = 0; r < NS; ++r)
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-#pragma unroll
-        for (int r = 0; r < NS; ++r)
-          code[r][u] =
-              load_pack<uint16_t, VEC>(ties.code + (i[u] * tie_slots.count + tie[r]) * F + f0);
+        bool holder;
+        scan_codes<VEC>(code[r][u], ref[u].aux, holder, tagged[r][u]);
+        tagged[r][u] &= ok[u];
+        g[r][u] = ok[u] && (holder || tagged[r][u])
+                      ? load_pack<T, VEC>(grad_out + (int64_t(ref[u].dst) * K + slot[r]) * F + f0)
+                      : Pack<T, VEC>{};
       }
-      Pack<T, VEC> g[NS][U];
-      bool tagged[NS][U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (!ok[u]) continue;
 #pragma unroll
       for (int r = 0; r < NS; ++r)
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          bool holder = false;
-          tagged[r][u] = false;
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) {
-            const uint16_t c = code[r][u].v[e];
-            tagged[r][u] |= tie_tagged(c);
-            holder |= int(c) == int(ref[u].aux);
-          }
-          tagged[r][u] &= ok[u];
-          g[r][u] = ok[u] && (holder || tagged[r][u])
-                        ? load_pack<T, VEC>(grad_out + (i[u] * K + slot[r]) * F + f0)
-                        : Pack<T, VEC>{};
-        }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (!ok[u]) continue;
-#pragma unroll
-        for (int r = 0; r < NS; ++r) {
-          // Holding the results with the batch's other loads would spill (ties are the rare case).
-          const Pack<T, VEC> o =
-              tagged[r][u] ? load_pack<T, VEC>(out + (i[u] * K + slot[r]) * F + f0)
-                           : Pack<T, VEC>{};
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) {
-            const uint16_t c = code[r][u].v[e];
-            if (!tie_tagged(c)) {  // the sole holder receives g itself
-              if (int(c) == int(ref[u].aux)) s.sum[e] += to_acc(g[r][u].v[e]);
-              continue;
-            }
-            const acc oe = to_acc(o.v[e]);
-            if (!extremum_receives(xj(e), oe)) continue;
-            const int64_t* wide = tie_wide_entry(ties.wide + tie[r] * ties.wide_rows * F,
-                                                 ties.wide_rows, int64_t(rowptr[i[u]]), F);
-            const int64_t n = tie_count(c, wide ? wide + f0 + e : nullptr);
-            s.sum[e] += extremum_share(oe, acc(n), to_acc(g[r][u].v[e]));
-          }
-        }
-      }
+        fold_extremum<VEC>(s, xj, int64_t(ref[u].dst), ref[u].aux, code[r][u], g[r][u],
+                           tagged[r][u], slot[r], tie[r], f0);
     }
   }
 
@@ -394,24 +356,27 @@ struct BackwardOp {
     }
   }
 
+  // The out-edge at transposed-CSR position q; kAux: what EdgeRef::aux holds (kDegree: only when
+  // a mean is read from grad_out).
+  template <EdgeAux kAux>
+  __device__ EdgeRef<index_t> edge_ref(int64_t q) const {
+    EdgeRef<index_t> e{row[q], index_t(0)};
+    if constexpr (kAux == EdgeAux::kPosition) {
+      const int64_t p = int64_t(csc2csr[q]) - int64_t(rowptr[e.dst]);
+      e.aux = index_t(min(p, int64_t(kTieTagged)));
+    } else if constexpr (kAux == EdgeAux::kDegree) {
+      if (slots.direct_mean) e.aux = rowptr[e.dst + 1] - rowptr[e.dst];
+    }
+    return e;
+  }
+
   // Calls part(e, ok) for the out-edges [begin, end) in transposed-CSR order, U at a time (a
-  // short last batch repeats its first edge as padding, with ok = false); kAux: what EdgeRef::aux
-  // holds (kDegree: only when a mean is read from grad_out).
+  // short last batch repeats its first edge as padding, with ok = false).
   template <int U, EdgeAux kAux, class Part>
   __device__ void for_out_edges(int64_t begin, int64_t end, const GroupLanes& lanes,
                                 Part&& part) const {
     for_edge_batches<U, kTiledIndices, EdgeRef<index_t>>(
-        lanes, begin, end,
-        [&](int64_t q) {
-          EdgeRef<index_t> e{row[q], index_t(0)};
-          if constexpr (kAux == EdgeAux::kPosition) {
-            const int64_t p = int64_t(csc2csr[q]) - int64_t(rowptr[e.dst]);
-            e.aux = index_t(min(p, int64_t(kTieTagged)));
-          } else if constexpr (kAux == EdgeAux::kDegree) {
-            if (slots.direct_mean) e.aux = rowptr[e.dst + 1] - rowptr[e.dst];
-          }
-          return e;
-        },
+        lanes, begin, end, [&](int64_t q) { return edge_ref<kAux>(q); },
         [&](int64_t, const EdgeRef<index_t>(&e)[U], const bool(&ok)[U]) { part(e, ok); });
   }
 
@@ -423,7 +388,7 @@ struct BackwardOp {
                              const GroupLanes& lanes) const {
     if constexpr (kExtremaOnly) {
       const RowOnDemand<T> xj{x + j * x_stride + f0};
-      add_extremum_sweep<VEC, false>(s, xj, begin, end, f0, lanes);
+      add_extremum_sweep<VEC>(s, xj, begin, end, f0, lanes);
       return;
     }
     HeldRow<acc, VEC> xj;
@@ -448,35 +413,30 @@ struct BackwardOp {
         add_linear<VEC, L>(s, xj, e, ok, f0);
       });
     }
-    if (slots.min >= 0 || slots.max >= 0) {
-      if (share_min || share_max) add_extremum_sweep<VEC, true>(s, xj, begin, end, f0, lanes);
-      else add_extremum_sweep<VEC, false>(s, xj, begin, end, f0, lanes);
-    }
+    if (slots.min >= 0 || slots.max >= 0) add_extremum_sweep<VEC>(s, xj, begin, end, f0, lanes);
   }
 
   // The min and / or max sweep over the out-edges [begin, end) (both: half the edges per batch,
   // so that the loads in flight stay those of one reduction).
-  template <int VEC, bool kShared, class Row>
+  template <int VEC, class Row>
   __device__ void add_extremum_sweep(State<VEC>& s, const Row& xj, int64_t begin,
                                      int64_t end, int64_t f0, const GroupLanes& lanes) const {
     constexpr int X = kExtremumBatch<VEC>;
-    constexpr EdgeAux kAux = kShared ? EdgeAux::kNone : EdgeAux::kPosition;
+    constexpr EdgeAux kAux = EdgeAux::kPosition;
     using Ref = EdgeRef<index_t>;
     if (slots.min >= 0 && slots.max >= 0) {
       constexpr int X2 = X > 1 ? X / 2 : 1;
       const int both[2] = {slots.min, slots.max};
       const int ties_of[2] = {tie_slots.min, tie_slots.max};
-      const acc* const shares[2] = {share_min, share_max};
       for_out_edges<X2, kAux>(begin, end, lanes, [&](const Ref(&e)[X2], const bool(&ok)[X2]) {
-        add_extrema<VEC, X2, 2, kShared>(s, xj, e, ok, both, ties_of, shares, f0);
+        add_extrema<VEC, X2, 2>(s, xj, e, ok, both, ties_of, f0);
       });
     } else {
       const bool min = slots.min >= 0;
       const int one[1] = {min ? slots.min : slots.max};
       const int tie_of[1] = {min ? tie_slots.min : tie_slots.max};
-      const acc* const shares[1] = {min ? share_min : share_max};
       for_out_edges<X, kAux>(begin, end, lanes, [&](const Ref(&e)[X], const bool(&ok)[X]) {
-        add_extrema<VEC, X, 1, kShared>(s, xj, e, ok, one, tie_of, shares, f0);
+        add_extrema<VEC, X, 1>(s, xj, e, ok, one, tie_of, f0);
       });
     }
   }
@@ -558,42 +518,38 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
   const auto array = [&](bool present, size_t offset) {
     return present ? reinterpret_cast<acc*>(ws + offset) : nullptr;
   };
-  const sr::BackwardCoefficients<T> coef{
-      array(table.has_a, table.a_offset), array(table.has_b, table.b_offset),
-      array(table.has_min, table.min_offset), array(table.has_max, table.max_offset)};
-  const acc* const a = coef.a;
-  if ((coef.a || coef.b) && num_dst > 0 && F > 0) {
+  acc* const a = array(table.has_a, table.a_offset);
+  acc* const b = array(table.has_b, table.b_offset);
+  if ((a || b) && num_dst > 0 && F > 0) {
     const int64_t blocks = std::min<int64_t>(sr::ceil_div(num_dst * F, 256), 65536);
     sr::coefficients_kernel<T, index_t><<<unsigned(blocks), 256, 0, stream>>>(
-        rowptr, out, grad_out, ties, tie_slots, mean, num_dst, F, K, slots, coef);
+        rowptr, out, grad_out, mean, num_dst, F, K, slots, a, b);
     sr::check_launch("segment_reduce backward coefficients");
   }
   const sr::HeavyPlan plan = sr::backward_plan<T>(num_src, num_edges, F);
   void* heavy_ws = ws ? ws + table_bytes : nullptr;
   const size_t heavy_bytes = workspace_bytes > table_bytes ? workspace_bytes - table_bytes : 0;
   // 16-byte packs when every packed access stays aligned (the table rows are then aligned too: F
-  // is a multiple of the pack).
+  // is a multiple of the pack), at most kExtremumVec features a lane when min or max is requested.
   constexpr int kPack = kVec<T>;  // elements of one 16-byte pack
   const bool packed = F % kPack == 0 && x_stride % kPack == 0 && is_aligned16(x) &&
                       is_aligned16(out) && is_aligned16(grad_out) && is_aligned16(grad_x) &&
                       (!mean || is_aligned16(mean)) && (!ties.code || is_aligned16(ties.code));
   const auto run = [&](auto extrema_only) {
-    const sr::BackwardOp<T, index_t, decltype(extrema_only)::value> op{
-        colptr,         row,
-        csc2csr,        rowptr,
-        x,              x_stride,
-        out,            grad_out,
-        ties,           tie_slots,
-        a,              coef.b,
-        a ? nullptr : mean, coef.share_min,
-        coef.share_max, F,
-        K,              slots,
-        cpu::segment_reduce_backward_needs_x(reduces), grad_x};
-    if (packed) sr::run_schedule<kPack>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream);
-    else sr::run_schedule<1>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream);
+    constexpr bool kExtremaOnly = decltype(extrema_only)::value;
+    const sr::BackwardOp<T, index_t, kExtremaOnly> op{
+        colptr, row,  csc2csr, rowptr, x, x_stride, out, grad_out, ties, tie_slots, a, b,
+        a ? nullptr : mean, F, K, slots, cpu::segment_reduce_backward_needs_x(reduces), grad_x};
+    const auto schedule = [&](auto vec) {
+      sr::run_schedule<decltype(vec)::value>(op, colptr, num_src, plan, heavy_ws, heavy_bytes,
+                                             stream);
+    };
+    if (!packed) schedule(std::integral_constant<int, 1>{});
+    else if (kExtremaOnly || tie_slots.count > 0)
+      schedule(std::integral_constant<int, sr::kExtremumVec<T>>{});
+    else if constexpr (!kExtremaOnly) schedule(std::integral_constant<int, kPack>{});
   };
-  // min / max alone: exactly the calls whose tie codes name holders.
-  if (cpu::segment_reduce_names_holders(reduces)) run(std::true_type{});
+  if (cpu::segment_reduce_extrema_only(reduces)) run(std::true_type{});
   else run(std::false_type{});
 }
 

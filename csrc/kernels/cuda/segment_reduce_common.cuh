@@ -68,6 +68,12 @@ __device__ __forceinline__ void store_pack(T* p, const Pack<T, VEC>& v) {
   *reinterpret_cast<Word*>(p) = w;
 }
 
+// Elements per lane of the packed kernels that keep min / max state: 16 bytes of features, but
+// at most 4 (a 16-bit lane of 8 features held 8 extremum states and their holder counts and
+// positions, which spilled or halved the warps in flight).
+template <typename T>
+inline constexpr int kExtremumVec = kVec<T> < 4 ? kVec<T> : 4;
+
 // ---- the requested reductions -------------------------------------------------------------------
 constexpr int kMaxReduces = 6;  // sum, mean, min, max, var, std: each at most once
 

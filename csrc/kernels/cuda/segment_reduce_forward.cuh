@@ -38,28 +38,27 @@ size_t forward_slot_bytes(int64_t F) {
 }
 
 // The running statistics a forward keeps (bits of ForwardOp's kParts). kPartFirst: the min / max
-// also track their first holder's CSR position (segment_reduce_names_holders: min / max alone).
+// also track their first holder's CSR position, for the tie codes (every set with min or max).
 constexpr unsigned kPartSum = 1, kPartSq = 2, kPartMin = 4, kPartMax = 8, kPartFirst = 16;
-// kParts values of the general kernels, whose parts are read from want_* at run time: all four
-// without first holders, or min / max with them.
-constexpr unsigned kRuntimeParts = 0, kRuntimeExtrema = kPartFirst;
+// kParts values of the general kernels, whose parts are read from want_* at run time: without
+// first holders (no min / max requested), or with them.
+constexpr unsigned kRuntimeParts = 0, kRuntimeFirst = kPartFirst;
 
 // The parts a list of reductions needs.
 inline unsigned forward_parts(const std::vector<SegmentReduce>& reduces) {
   const bool sq = cpu::segment_reduce_needs_mean(reduces);
   const bool sum = sq || cpu::segment_reduce_has(reduces, SegmentReduce::kSum) ||
                    cpu::segment_reduce_has(reduces, SegmentReduce::kMean);
-  return (sum ? kPartSum : 0u) | (sq ? kPartSq : 0u) |
-         (cpu::segment_reduce_has(reduces, SegmentReduce::kMin) ? kPartMin : 0u) |
-         (cpu::segment_reduce_has(reduces, SegmentReduce::kMax) ? kPartMax : 0u) |
-         (cpu::segment_reduce_names_holders(reduces) ? kPartFirst : 0u);
+  const unsigned extrema = (cpu::segment_reduce_has(reduces, SegmentReduce::kMin) ? kPartMin : 0u) |
+                           (cpu::segment_reduce_has(reduces, SegmentReduce::kMax) ? kPartMax : 0u);
+  return (sum ? kPartSum : 0u) | (sq ? kPartSq : 0u) | extrema | (extrema ? kPartFirst : 0u);
 }
 
 // kScaled: PNA's degree scalers in the epilogue, a kernel of its own so that the plain kernel keeps
 // its registers (the scaled epilogue takes 16 more, 56 -> 72 for fp32 with int32 indices: in one
 // kernel with a runtime switch, the plain forward on an H200 slowed by ~20%).
 // kParts: the parts the kernel keeps, fixed at compile time so that a single reduction holds only
-// its own State in registers (kRuntimeParts / kRuntimeExtrema: switched by want_*). With all four
+// its own State in registers (kRuntimeParts / kRuntimeFirst: switched by want_*). With all four
 // a bf16 lane of 8 features needed 95 registers, a quarter of the SM's threads. The first-holder
 // fields, once switched at run time, held their registers in PNA's scaled kernel too (fp32: 80
 // registers, 72 without; pna forward on an H200 10.3 -> 6.8 ms on powerlaw:1000000:16).
@@ -68,13 +67,14 @@ struct ForwardOp {
   using acc = acc_t<T>;
   // Blocks per SM the kernels are compiled for. The specialized kernels get a register cap (else
   // ptxas spends registers on deeper unrolling: fp32 sum took 85), as tight as spill-free allows:
-  // 64 registers, but 80 / 128 for the 8-wide min / max States of 16-bit types (64 spilled).
-  // None for the general kernels.
+  // 64 registers (min / max at most 4 features a lane: kExtremumVec), but 80 for min and max
+  // together with 64-bit indices (their counts and first holders; 64 spilled 48 bytes, 300 with
+  // the sums). None for the general kernels.
   static constexpr int kExtrema = ((kParts & kPartMin) != 0) + ((kParts & kPartMax) != 0);
   static constexpr bool kRuntime = (kParts & ~kPartFirst) == 0;
-  static constexpr int kMinBlocks = kRuntime                           ? 1
-                                    : sizeof(T) > 2 || kExtrema == 0 ? 4
-                                                                      : 4 - kExtrema;
+  static constexpr int kMinBlocks = kRuntime                                ? 1
+                                    : sizeof(index_t) == 8 && kExtrema == 2 ? 3
+                                                                            : 4;
   template <int VEC>  // one lane's VEC consecutive features
   struct State {
     acc sum[VEC], sq[VEC], lo[VEC], hi[VEC];
@@ -95,8 +95,9 @@ struct ForwardOp {
   acc* mean;
   DegreeScales<T> scales;  // kScaled: PNA's degree scalers, applied as the results are written
 
+  // min / max come with first holders (forward_parts): a kernel without them has no extremum code.
   __device__ bool has(unsigned part, bool want) const {
-    if constexpr (kParts == kRuntimeExtrema) return (part & (kPartMin | kPartMax)) != 0 && want;
+    if ((part & (kPartMin | kPartMax)) != 0 && !tracks_first()) return false;
     return kRuntime ? want : (kParts & part) != 0;
   }
   __device__ bool has_sum() const { return has(kPartSum, want_sum); }
@@ -125,14 +126,8 @@ struct ForwardOp {
       const acc v = to_acc(pack.v[e]);
       if (has_sum()) s.sum[e] += v;
       if (has_sq()) s.sq[e] += mul_rn(v, v);
-      if (tracks_first()) {
-        if (has_min()) extremum_add<false>(s.lo[e], s.lo_n[e], s.lo_first[e], v, index_t(p));
-        if (has_max()) extremum_add<true>(s.hi[e], s.hi_n[e], s.hi_first[e], v, index_t(p));
-      } else {  // the same fold, positions left out (dead code for the compiler)
-        index_t unused = 0;
-        if (has_min()) extremum_add<false>(s.lo[e], s.lo_n[e], unused, v, index_t(0));
-        if (has_max()) extremum_add<true>(s.hi[e], s.hi_n[e], unused, v, index_t(0));
-      }
+      if (has_min()) extremum_add<false>(s.lo[e], s.lo_n[e], s.lo_first[e], v, index_t(p));
+      if (has_max()) extremum_add<true>(s.hi[e], s.hi_n[e], s.hi_first[e], v, index_t(p));
     }
   }
 
@@ -229,8 +224,7 @@ struct ForwardOp {
     const int64_t w = tie_wide_row(begin);
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
-      const int64_t holder = tracks_first() ? int64_t(first[e]) - begin : int64_t(kTieTagged);
-      code.v[e] = tie_code(value[e], int64_t(count[e]), holder);
+      code.v[e] = tie_code(value[e], int64_t(count[e]), int64_t(first[e]) - begin);
       if (tie_saturated(code.v[e]) && w < ties.wide_rows)
         ties.wide[(slot * ties.wide_rows + w) * F + f0 + e] = int64_t(count[e]);
     }
@@ -344,16 +338,16 @@ struct ForwardCall {
 // The unscaled, packed forward of one fixed set of parts (kSpecializedParts); instantiated by
 // segment_reduce_forward_parts_*.cu (declared extern where the entry points are instantiated), so
 // that these kernels build in parallel with the general ones.
-// (min / max without sum or mean: with first holders.)
 constexpr unsigned kSumParts = kPartSum, kVarParts = kPartSum | kPartSq,
                    kMinParts = kPartMin | kPartFirst, kMaxParts = kPartMax | kPartFirst,
                    kMinMaxParts = kPartMin | kPartMax | kPartFirst,
-                   kAllParts = kPartSum | kPartSq | kPartMin | kPartMax;
+                   kAllParts = kPartSum | kPartSq | kPartMin | kPartMax | kPartFirst;
 constexpr unsigned kSpecializedParts[] = {kSumParts,  kVarParts,    kMinParts,
                                           kMaxParts, kMinMaxParts, kAllParts};
 template <typename T, typename index_t, unsigned kParts>
 void run_specialized_forward(const ForwardCall<T, index_t>& call) {
-  call.template run<kVec<T>, false, kParts>();
+  constexpr bool kExtrema = (kParts & (kPartMin | kPartMax)) != 0;
+  call.template run<kExtrema ? kExtremumVec<T> : kVec<T>, false, kParts>();
 }
 
 // Runs the specialized kernels when `parts` is one of kSpecializedParts (returns false if not).
@@ -382,8 +376,10 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
                                          F,      &reduces, out, ties,   mean,
                                          scales, sr::forward_plan<T>(num_dst, num_edges, F),
                                          workspace, workspace_bytes, stream};
-  // 16-byte packs when every packed access stays aligned; one element per lane otherwise.
+  // 16-byte packs when every packed access stays aligned (at most kExtremumVec features a lane
+  // with min / max); one element per lane otherwise.
   constexpr int kPack = kVec<T>;  // elements of one 16-byte pack
+  constexpr int kExtremumPack = sr::kExtremumVec<T>;
   const bool packed = F % kPack == 0 && x_stride % kPack == 0 && is_aligned16(x) &&
                       is_aligned16(out) && (!scales.scale || is_aligned16(scales.plain)) &&
                       (!ties.code || is_aligned16(ties.code));
@@ -391,8 +387,8 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
   const bool first = (parts & sr::kPartFirst) != 0;
   if (scales.scale) {
     if (first) {
-      if (packed) call.template run<kPack, true, sr::kRuntimeExtrema>();
-      else call.template run<1, true, sr::kRuntimeExtrema>();
+      if (packed) call.template run<kExtremumPack, true, sr::kRuntimeFirst>();
+      else call.template run<1, true, sr::kRuntimeFirst>();
     } else {
       if (packed) call.template run<kPack, true, sr::kRuntimeParts>();
       else call.template run<1, true, sr::kRuntimeParts>();
@@ -403,10 +399,13 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
   if (packed &&
       sr::try_specialized_forward(call, parts, std::make_index_sequence<kSpecialized>{}))
     return;
-  // Every packed set with first holders is specialized: what is left runs one feature per lane.
-  if (first) call.template run<1, false, sr::kRuntimeExtrema>();
-  else if (packed) call.template run<kPack, false, sr::kRuntimeParts>();
-  else call.template run<1, false, sr::kRuntimeParts>();
+  if (first) {
+    if (packed) call.template run<kExtremumPack, false, sr::kRuntimeFirst>();
+    else call.template run<1, false, sr::kRuntimeFirst>();
+  } else {
+    if (packed) call.template run<kPack, false, sr::kRuntimeParts>();
+    else call.template run<1, false, sr::kRuntimeParts>();
+  }
 }
 
 }  // namespace iognn::cuda
