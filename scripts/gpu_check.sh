@@ -5,10 +5,11 @@
 # Usage: scripts/gpu_check.sh [OUT_DIR]          (default: $IOGNN_GPU_OUT or ./gpu-out)
 # Needs only what such a machine already has: PyTorch (CUDA 13 build), PyG 2.8, nvcc, cmake, ninja.
 # No network and no pip installs. Real graphs are read from $IOGNN_DATA (default ./.data when present).
-# Environment: IOGNN_BENCH_SUITE (default full), IOGNN_SKIP_BENCH=1, IOGNN_SKIP_SANITIZER=1,
-# IOGNN_SKIP_CUSPARSE=1, IOGNN_SKIP_FUZZ=1, IOGNN_SKIP_SLOW=1, IOGNN_FUZZ_CASES (default 3000),
-# TORCH_CUDA_ARCH_LIST (default 9.0), PYTHON (default python3), IOGNN_PYTEST_SELECT (test files or
-# node ids for the CUDA pytest steps; default tests/python, i.e. all).
+# Environment: IOGNN_BENCH_SUITE (default full), IOGNN_BENCH_ARGS (the bench's selection instead of
+# --suite, e.g. "--graphs uniform:1000000:16 --ops min,max --level op"), IOGNN_SKIP_BENCH=1,
+# IOGNN_SKIP_SANITIZER=1, IOGNN_SKIP_CUSPARSE=1, IOGNN_SKIP_FUZZ=1, IOGNN_SKIP_SLOW=1,
+# IOGNN_FUZZ_CASES (default 3000), TORCH_CUDA_ARCH_LIST (default 9.0), PYTHON (default python3),
+# IOGNN_PYTEST_SELECT (test files or node ids for the CUDA pytest steps; default tests/python).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-${IOGNN_GPU_OUT:-gpu-out}}
@@ -84,7 +85,8 @@ fi
 
 if [ "${IOGNN_SKIP_BENCH:-0}" != 1 ]; then
   step plan-report plan-report.log $PY scripts/plan_report.py
-  step bench bench.log $PY -m iognn.bench --suite "${IOGNN_BENCH_SUITE:-full}" --device cuda \
+  # shellcheck disable=SC2086 (IOGNN_BENCH_ARGS is a list of arguments)
+  step bench bench.log $PY -m iognn.bench ${IOGNN_BENCH_ARGS:---suite ${IOGNN_BENCH_SUITE:-full}} --device cuda \
     --out "$OUT/bench"
 fi
 
