@@ -182,16 +182,28 @@ def test_as_accurate_as_pyg_cuda(name, dtype, graph, H, C):
     ea = torch.randn(edge_index.size(1), 3, generator=gen, device="cuda").to(dtype)
     if name == "GATConv":
         off_the_kink(ref_layer, x, edge_index, ea, gen)
-    ref_leaves = [x.double().requires_grad_(), ea.double().requires_grad_()]
-    ref_out = ref_layer(ref_leaves[0], edge_index, ref_leaves[1])
-    grad = torch.randn(ref_out.shape, generator=gen, device="cuda", dtype=torch.float64)
-    params = [p for _, p in sorted(ref_layer.named_parameters())]
-    reference = [ref_out] + list(torch.autograd.grad(ref_out, ref_leaves + params, grad))
     ours.to("cuda", dtype)
     ours.load_state_dict(theirs.state_dict())
     theirs.cuda()
-    args = (x, edge_index, ea, grad, reference)
-    got, pyg = relative_errors(ours, *args), relative_errors(theirs, *args)
+
+    def errors():  # (iognn's, PyG's) relative errors against PyG in fp64
+        ref_leaves = [x.double().requires_grad_(), ea.double().requires_grad_()]
+        ref_out = ref_layer(ref_leaves[0], edge_index, ref_leaves[1])
+        grad = torch.randn(ref_out.shape, generator=gen, device="cuda", dtype=torch.float64)
+        params = [p for _, p in sorted(ref_layer.named_parameters())]
+        reference = [ref_out] + list(torch.autograd.grad(ref_out, ref_leaves + params, grad))
+        args = (x, edge_index, ea, grad, reference)
+        return relative_errors(ours, *args), relative_errors(theirs, *args)
+
+    try:  # PyG's edge-sized tensors of the 1M-node graphs need more than an 80 GB card at H=8
+        got, pyg = errors()
+    except torch.OutOfMemoryError:
+        got = None  # skipped below, once the failed call's tensors are released
+    if got is None:
+        torch.cuda.empty_cache()
+        total = torch.cuda.get_device_properties(0).total_memory / 2**30
+        pytest.skip(f"PyG's {name} on {graph} (H={H}, fp64 reference) needs more than the "
+                    f"{total:.0f} GiB of this device")
     floor = FLOOR.get(dtype, 4 * torch.finfo(dtype).eps)
     labels = ["output", "grad x", "grad edge_attr"] + sorted(dict(ref_layer.named_parameters()))
     for label, a, b in zip(labels, got, pyg):
