@@ -385,27 +385,23 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
                       (!ties.code || is_aligned16(ties.code));
   const unsigned parts = sr::forward_parts(reduces);
   const bool first = (parts & sr::kPartFirst) != 0;
-  if (scales.scale) {
+  // The general kernels (parts switched at run time), with or without the scaled epilogue.
+  const auto run_general = [&](auto scaled) {
+    constexpr bool kScaled = decltype(scaled)::value;
     if (first) {
-      if (packed) call.template run<kExtremumPack, true, sr::kRuntimeFirst>();
-      else call.template run<1, true, sr::kRuntimeFirst>();
+      if (packed) call.template run<kExtremumPack, kScaled, sr::kRuntimeFirst>();
+      else call.template run<1, kScaled, sr::kRuntimeFirst>();
     } else {
-      if (packed) call.template run<kPack, true, sr::kRuntimeParts>();
-      else call.template run<1, true, sr::kRuntimeParts>();
+      if (packed) call.template run<kPack, kScaled, sr::kRuntimeParts>();
+      else call.template run<1, kScaled, sr::kRuntimeParts>();
     }
-    return;
-  }
+  };
+  if (scales.scale) return run_general(std::true_type{});
   constexpr size_t kSpecialized = std::size(sr::kSpecializedParts);
   if (packed &&
       sr::try_specialized_forward(call, parts, std::make_index_sequence<kSpecialized>{}))
     return;
-  if (first) {
-    if (packed) call.template run<kExtremumPack, false, sr::kRuntimeFirst>();
-    else call.template run<1, false, sr::kRuntimeFirst>();
-  } else {
-    if (packed) call.template run<kPack, false, sr::kRuntimeParts>();
-    else call.template run<1, false, sr::kRuntimeParts>();
-  }
+  run_general(std::false_type{});
 }
 
 }  // namespace iognn::cuda
