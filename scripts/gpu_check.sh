@@ -86,7 +86,8 @@ fi
 if [ "${IOGNN_SKIP_BENCH:-0}" != 1 ]; then
   step plan-report plan-report.log $PY scripts/plan_report.py
   # shellcheck disable=SC2086 (IOGNN_BENCH_ARGS is a list of arguments)
-  step bench bench.log $PY -m iognn.bench ${IOGNN_BENCH_ARGS:---suite ${IOGNN_BENCH_SUITE:-full}} --device cuda \
+  step bench bench.log $PY -m iognn.bench ${IOGNN_BENCH_ARGS:---suite ${IOGNN_BENCH_SUITE:-full}} \
+    --device cuda \
     --out "$OUT/bench"
 fi
 

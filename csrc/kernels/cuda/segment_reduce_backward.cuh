@@ -294,10 +294,10 @@ struct BackwardOp {
     Pack<uint16_t, VEC> code[NS][U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
+      const int64_t i = int64_t(ref[u].dst);
 #pragma unroll
       for (int r = 0; r < NS; ++r)
-        code[r][u] = load_pack<uint16_t, VEC>(ties.code +
-                                              (int64_t(ref[u].dst) * tie_slots.count + tie[r]) * F + f0);
+        code[r][u] = load_pack<uint16_t, VEC>(ties.code + (i * tie_slots.count + tie[r]) * F + f0);
     }
     Pack<T, VEC> g[NS][U];
     bool tagged[NS][U];
@@ -356,27 +356,24 @@ struct BackwardOp {
     }
   }
 
-  // The out-edge at transposed-CSR position q; kAux: what EdgeRef::aux holds (kDegree: only when
-  // a mean is read from grad_out).
-  template <EdgeAux kAux>
-  __device__ EdgeRef<index_t> edge_ref(int64_t q) const {
-    EdgeRef<index_t> e{row[q], index_t(0)};
-    if constexpr (kAux == EdgeAux::kPosition) {
-      const int64_t p = int64_t(csc2csr[q]) - int64_t(rowptr[e.dst]);
-      e.aux = index_t(min(p, int64_t(kTieTagged)));
-    } else if constexpr (kAux == EdgeAux::kDegree) {
-      if (slots.direct_mean) e.aux = rowptr[e.dst + 1] - rowptr[e.dst];
-    }
-    return e;
-  }
-
   // Calls part(e, ok) for the out-edges [begin, end) in transposed-CSR order, U at a time (a
-  // short last batch repeats its first edge as padding, with ok = false).
+  // short last batch repeats its first edge as padding, with ok = false); kAux: what EdgeRef::aux
+  // holds (kDegree: only when a mean is read from grad_out).
   template <int U, EdgeAux kAux, class Part>
   __device__ void for_out_edges(int64_t begin, int64_t end, const GroupLanes& lanes,
                                 Part&& part) const {
     for_edge_batches<U, kTiledIndices, EdgeRef<index_t>>(
-        lanes, begin, end, [&](int64_t q) { return edge_ref<kAux>(q); },
+        lanes, begin, end,
+        [&](int64_t q) {
+          EdgeRef<index_t> e{row[q], index_t(0)};
+          if constexpr (kAux == EdgeAux::kPosition) {
+            const int64_t p = int64_t(csc2csr[q]) - int64_t(rowptr[e.dst]);
+            e.aux = index_t(min(p, int64_t(kTieTagged)));
+          } else if constexpr (kAux == EdgeAux::kDegree) {
+            if (slots.direct_mean) e.aux = rowptr[e.dst + 1] - rowptr[e.dst];
+          }
+          return e;
+        },
         [&](int64_t, const EdgeRef<index_t>(&e)[U], const bool(&ok)[U]) { part(e, ok); });
   }
 
