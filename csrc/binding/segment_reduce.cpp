@@ -3,9 +3,9 @@
 //
 // Forward:  segment_reduce(rowptr, col, colptr, row, csc2csr, x, reduces, scale=None)
 //             -> (out [num_dst, K*F], ties, wide, mean, plain)
-//           ties [num_dst, n, F] int16 and wide [n, num_edges // 0x7FFF, F] int64 when min or max
-//           is requested (n of them, min first): who holds each result, as tie codes
-//           (kernels/cpu/segment_extremum.h; wide entries are written only where a count
+//           ties [2, num_dst, n, F] uint8 and wide [n, num_edges // 0x7FFF, F] int64 when min or
+//           max is requested (n of them, min first): who holds each result, as tie codes in two
+//           byte planes (kernels/cpu/segment_extremum.h; wide entries are written only where a count
 //           saturates); mean: [num_dst, F] in the accumulation dtype (fp32; fp64 for fp64) when
 //           var or std is requested; each is an empty [0] tensor otherwise. They exist for the
 //           backward only.

@@ -139,7 +139,8 @@ inline SegmentReduceCall check_segment_reduce_backward(
   d::check_aux(out, true, {n, KF}, {kRows, "features"}, dtype, x, op, "out");  // plain if scaled
   d::check_aux(grad_out, true, {n, std::max<int64_t>(S, 1) * KF}, {kRows, "features"}, dtype, x,
                op, "grad_out");
-  d::check_aux(ties, N > 0, {n, N, F}, {kRows, "extrema", "features"}, at::kShort, x, op, "ties");
+  d::check_aux(ties, N > 0, {2, n, N, F}, {"byte planes", kRows, "extrema", "features"}, at::kByte,
+               x, op, "ties");
   d::check_aux(wide, N > 0, {N, call.wide_rows(), F}, {"extrema", "rows", "features"}, at::kLong,
                x, op, "wide");
   d::check_aux(mean, call.want_mean, {n, F}, {kRows, "features"}, acc_dtype(dtype), x, op, "mean");
@@ -151,10 +152,10 @@ using SegmentReduceOutputs =
     std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 // Uninitialised forward outputs (out, ties, wide, mean, plain): out [num_dst, K*F] like x
-// ([num_dst, S*K*F] with S degree scalers); with min / max, the tie codes ties [num_dst, n, F]
-// (int16, read as uint16) and their wide table [n, wide_rows, F] (int64), n = the extrema
-// (kernels/cpu/segment_extremum.h); mean [num_dst, F] in the accumulation dtype with var / std;
-// plain [num_dst, K*F] like x with degree scalers; empty [0] tensors otherwise. The wide table
+// ([num_dst, S*K*F] with S degree scalers); with min / max, the tie codes ties [2, num_dst, n, F]
+// (uint8: the lead and rest byte planes) and their wide table [n, wide_rows, F] (int64), n = the
+// extrema (kernels/cpu/segment_extremum.h); mean [num_dst, F] in the accumulation dtype with var /
+// std; plain [num_dst, K*F] like x with degree scalers; empty [0] tensors otherwise. The wide table
 // is zero-filled (the kernels write only its saturated entries; it has a row per 32767 edges), so
 // that every output is a function of the inputs.
 inline SegmentReduceOutputs empty_segment_reduce_outputs(const SegmentReduceCall& call,
@@ -164,7 +165,7 @@ inline SegmentReduceOutputs empty_segment_reduce_outputs(const SegmentReduceCall
   };
   const int64_t KF = call.K * call.F, N = call.ties.count;
   return {at::empty({call.num_dst, std::max<int64_t>(call.S, 1) * KF}, x.options()),
-          at::empty(shape(N > 0, {call.num_dst, N, call.F}), x.options().dtype(at::kShort)),
+          at::empty(shape(N > 0, {2, call.num_dst, N, call.F}), x.options().dtype(at::kByte)),
           at::zeros(shape(N > 0, {N, call.wide_rows(), call.F}), x.options().dtype(at::kLong)),
           at::empty(shape(call.want_mean, {call.num_dst, call.F}),
                     x.options().dtype(acc_dtype(x.scalar_type()))),
@@ -174,14 +175,14 @@ inline SegmentReduceOutputs empty_segment_reduce_outputs(const SegmentReduceCall
 // The kernels' view of the tie arrays (null when the call has no min / max).
 inline cpu::Ties tie_arrays(const SegmentReduceCall& call, at::Tensor& ties, at::Tensor& wide) {
   if (call.ties.count == 0) return {};
-  return {reinterpret_cast<uint16_t*>(ties.data_ptr<int16_t>()), wide.data_ptr<int64_t>(),
-          call.wide_rows()};
+  uint8_t* lead = ties.data_ptr<uint8_t>();
+  return {lead, lead + ties[0].numel(), wide.data_ptr<int64_t>(), call.wide_rows()};
 }
 inline cpu::TiesView tie_view(const SegmentReduceCall& call, const at::Tensor& ties,
                               const at::Tensor& wide) {
   if (call.ties.count == 0) return {};
-  return {reinterpret_cast<const uint16_t*>(ties.const_data_ptr<int16_t>()),
-          wide.const_data_ptr<int64_t>(), call.wide_rows()};
+  const uint8_t* lead = ties.const_data_ptr<uint8_t>();
+  return {lead, lead + ties[0].numel(), wide.const_data_ptr<int64_t>(), call.wide_rows()};
 }
 
 // The contiguous degree scalers of a checked call (undefined without), and the kernels' view of

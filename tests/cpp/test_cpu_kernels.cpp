@@ -134,22 +134,26 @@ void run_segment_reduce(const Shape& s, uint64_t seed) {
   // the wide table is empty.
   const int64_t E = int64_t(g.col.size());
   ASSERT_EQ(tie_wide_rows(E), 0);
-  std::vector<uint16_t> ties(s.num_dst * 2 * F);
+  // Two byte planes (lead, rest) of num_dst * 2 * F codes each.
+  const int64_t plane = s.num_dst * 2 * F;
+  std::vector<uint8_t> ties(2 * plane);
   std::vector<acc_t<T>> mean(s.num_dst * F);
   cpu::segment_reduce_forward<T, I>(g.rowptr.data(), g.col.data(), x.data(), F, s.num_dst, F,
-                                    reduces, out.data(), cpu::Ties{ties.data(), nullptr, 0},
+                                    reduces, out.data(),
+                                    cpu::Ties{ties.data(), ties.data() + plane, nullptr, 0},
                                     mean.data());
   cpu::segment_reduce_backward<T, I>(g.colptr.data(), g.row.data(), g.rowptr.data(), x.data(), F,
-                                     out.data(), cpu::TiesView{ties.data(), nullptr, 0},
+                                     out.data(),
+                                     cpu::TiesView{ties.data(), ties.data() + plane, nullptr, 0},
                                      mean.data(), grad.data(), s.num_src, F, reduces,
                                      grad_x.data());
   // min and max alone: the same results and tie codes as in the call of all six.
   std::vector<T> out_extrema(s.num_dst * 2 * F);
-  std::vector<uint16_t> holder_ties(s.num_dst * 2 * F);
-  cpu::segment_reduce_forward<T, I>(g.rowptr.data(), g.col.data(), x.data(), F, s.num_dst, F,
-                                    {SegmentReduce::kMin, SegmentReduce::kMax},
-                                    out_extrema.data(), cpu::Ties{holder_ties.data(), nullptr, 0},
-                                    nullptr);
+  std::vector<uint8_t> holder_ties(2 * plane);
+  cpu::segment_reduce_forward<T, I>(
+      g.rowptr.data(), g.col.data(), x.data(), F, s.num_dst, F,
+      {SegmentReduce::kMin, SegmentReduce::kMax}, out_extrema.data(),
+      cpu::Ties{holder_ties.data(), holder_ties.data() + plane, nullptr, 0}, nullptr);
   // Forward by definition (0 for an empty row); backward: sum and mean spread the gradient over
   // the row, min / max send it to the edges holding the result (split evenly among duplicate
   // edges; random values have no other ties), var adds
@@ -176,8 +180,8 @@ void run_segment_reduce(const Shape& s, uint64_t seed) {
         const uint16_t code =
             holders == 1 && best != 0 ? uint16_t(first) : uint16_t(0x8000 | holders);
         const int64_t at = (i * 2 + slot) * F + f;
-        EXPECT_EQ(ties[at], code) << i << " " << slot;
-        EXPECT_EQ(holder_ties[at], code) << i << " " << slot;
+        EXPECT_EQ(tie_join(ties[at], ties[plane + at]), code) << i << " " << slot;
+        EXPECT_EQ(tie_join(holder_ties[at], holder_ties[plane + at]), code) << i << " " << slot;
         EXPECT_EQ(out_extrema[at], out[(i * K + 2 + slot) * F + f]) << i << " " << slot;
       }
       const double m = deg ? sum / double(deg) : 0, var = deg ? sq / double(deg) - m * m : 0;
@@ -267,5 +271,17 @@ TEST(CpuKernels, FloatInt64) { run_all<float, int64_t>(); }
 TEST(CpuKernels, DoubleInt32) { run_all<double, int32_t>(); }
 TEST(CpuKernels, DoubleInt64) { run_all<double, int64_t>(); }
 
+// Every 16-bit tie code survives its split into the lead and rest bytes, the lead byte alone
+// tells a tagged code, and an untagged code's lead byte is its position mod 128.
+TEST(TieCodes, BytePlanesRoundTrip) {
+  for (uint32_t c = 0; c <= 0xFFFF; ++c) {
+    const uint16_t code = uint16_t(c);
+    ASSERT_EQ(tie_join(tie_lead(code), tie_rest(code)), code) << c;
+    ASSERT_EQ(tie_lead_tagged(tie_lead(code)), tie_tagged(code)) << c;
+    if (!tie_tagged(code)) ASSERT_EQ(tie_lead(code), tie_lead_of_position(code)) << c;
+  }
+}
+
 }  // namespace
 }  // namespace iognn::test
+

@@ -103,7 +103,7 @@ def tie_counts(ties: torch.Tensor, wide: torch.Tensor, rowptr: torch.Tensor) -> 
     A code with bit 15 clear names a sole holder (count 1); otherwise its low 15 bits are the
     count, 0x7FFF meaning "see row rowptr[i] // 0x7FFF of the wide table" (segment_extremum.h).
     """
-    code = ties.long() & 0xFFFF
+    code = tie_codes(ties)
     counts = torch.where(code < 0x8000, torch.ones_like(code), code & 0x7FFF)
     saturated = counts == 0x7FFF
     if saturated.any():
@@ -114,8 +114,10 @@ def tie_counts(ties: torch.Tensor, wide: torch.Tensor, rowptr: torch.Tensor) -> 
 
 
 def tie_codes(ties: torch.Tensor) -> torch.Tensor:
-    """segment_reduce's int16 tie codes as their unsigned 16-bit values (int64)."""
-    return ties.long() & 0xFFFF
+    """segment_reduce's 16-bit tie codes [num_dst, n, F] (int64) from their two byte planes
+    ``ties [2, num_dst, n, F]``: lead = tag bit and payload bits 0-6, rest = payload bits 7-14."""
+    lead, rest = ties[0].long(), ties[1].long()
+    return ((lead & 0x80) << 8) | (rest << 7) | (lead & 0x7F)
 
 
 def long_tie_rows(dtype=torch.float64):

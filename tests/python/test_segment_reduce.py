@@ -151,7 +151,7 @@ def test_int32_and_int64_graphs_agree_bitwise():
     torch.testing.assert_close(ga, gb, rtol=0, atol=0)
     t32 = torch.ops.iognn.segment_reduce(*ops_args(g32, x.detach(), reduces))[1]
     t64 = torch.ops.iognn.segment_reduce(*ops_args(g64, x.detach(), reduces))[1]
-    assert t32.dtype == t64.dtype == torch.int16 and t32.shape == (50, 2, 8)
+    assert t32.dtype == t64.dtype == torch.uint8 and t32.shape == (2, 50, 2, 8)
     assert torch.equal(t32, t64)
     assert int(counts_of(g64, x, reduces).max()) > 1  # the features do tie
 
@@ -215,7 +215,7 @@ def test_auxiliary_outputs():
     # tagged with their count, with or without other reductions. The min comes first whatever the
     # request order.
     _, ties, wide, _, _ = torch.ops.iognn.segment_reduce(*ops_args(g, x, ["max", "min"]))
-    assert ties.dtype == torch.int16 and ties.shape == (4, 2, 1)
+    assert ties.dtype == torch.uint8 and ties.shape == (2, 4, 2, 1)
     assert tie_codes(ties)[:, :, 0].tolist() == [[0x8000, 0x8000], [2, 0x8002],
                                                  [0x8000, 0x8000], [0x8000, 0x8000]]
     assert wide.dtype == torch.int64 and wide.shape == (2, 0, 1)  # 4 edges: no count saturates
@@ -335,11 +335,13 @@ def test_bad_inputs_raise_clear_errors():
     bwd = backward_args(g, x, fwd, fwd[0], reduces)[:-1]
     ties, wide, mean = fwd[1], fwd[2], fwd[3]
     with pytest.raises(ValueError, match="ties has 2 rows"):
-        torch.ops.iognn.segment_reduce_backward(*bwd[:6], ties[:2], *bwd[7:], reduces)
-    with pytest.raises(TypeError, match="ties must have dtype Short"):
+        torch.ops.iognn.segment_reduce_backward(*bwd[:6], ties[:, :2], *bwd[7:], reduces)
+    with pytest.raises(ValueError, match="ties has 1 byte planes"):
+        torch.ops.iognn.segment_reduce_backward(*bwd[:6], ties[:1], *bwd[7:], reduces)
+    with pytest.raises(TypeError, match="ties must have dtype Byte"):
         torch.ops.iognn.segment_reduce_backward(*bwd[:6], ties.int(), *bwd[7:], reduces)
-    with pytest.raises(ValueError, match="ties must be 3-D"):
-        torch.ops.iognn.segment_reduce_backward(*bwd[:6], ties[:, 0], *bwd[7:], reduces)
+    with pytest.raises(ValueError, match="ties must be 4-D"):
+        torch.ops.iognn.segment_reduce_backward(*bwd[:6], ties[0], *bwd[7:], reduces)
     with pytest.raises(ValueError, match="wide has 2 extrema"):
         torch.ops.iognn.segment_reduce_backward(*bwd[:7], wide.expand(2, -1, -1), *bwd[8:],
                                                 reduces)

@@ -186,6 +186,29 @@ def test_batch_and_tile_boundaries(reduces, dtype, F, values):
     check_against_cpu(g, features(300, F, gen, dtype), reduces, tol=tol)
 
 
+LONG_ROW_DEGREES = [127, 128, 129, 200, 256, 257, 300, 511]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("reduces", [["min"], ["max", "min"], FUSED[0]],
+                         ids=["min", "max+min", "min+max+mean+std"])
+def test_sole_holders_in_rows_longer_than_a_lead_byte(reduces, dtype):
+    # Rows of 127-511 distinct sources with distinct values: every min / max has a sole holder,
+    # whose code's lead byte holds its position mod 128. In the rows longer than 128, the edges
+    # 128, 256, ... positions away share that byte and must read the rest byte to learn they are
+    # not the holder: a share sent to one of them would be off by a whole gradient value.
+    gen = torch.Generator().manual_seed(8)
+    parts = []
+    for dst, deg in enumerate(LONG_ROW_DEGREES):
+        src = torch.randperm(512, generator=gen)[:deg]
+        parts.append(torch.stack([src, torch.full_like(src, dst)]))
+    g = iognn.Graph(torch.cat(parts, 1), 512)
+    got = check_against_cpu(g, distinct_features(512, 16, gen, dtype), reduces)
+    codes = tie_codes(got[1].cpu())[:len(LONG_ROW_DEGREES)]
+    assert (codes < 0x8000).all()  # sole holders only
+    assert (codes >= 128).sum() >= 30  # many of them past the first 128 positions
+
+
 def test_strided_and_misaligned_features():
     # Each view must give bit-identical results to its contiguous copy (a per-element path for
     # misaligned rows, 16-byte packs otherwise: the same arithmetic per element), and match fp64.
@@ -264,7 +287,7 @@ def test_million_edge_hub_with_ties():
     got = check_against_cpu(g, x, ["min", "max"], grad=grad, tol=(1e-9, 1e-12))
     held = counts(g, got)
     assert int(held[0].min()) > 150_000  # saturated: the exact counts come from the wide table
-    assert (tie_codes(got[1][0].cpu()) == 0xFFFF).all()
+    assert (tie_codes(got[1].cpu())[0] == 0xFFFF).all()
     check_against_cpu(g, x.float(), ["min", "max"], grad=grad.float(), tol=(1e-3, 1e-12))
     check_against_cpu(g, x, FUSED[0], seed=34)  # fused with mean and std (long sums: fp64)
 
@@ -298,7 +321,7 @@ def test_tie_codes_past_their_16_bit_limits(dtype):
     ei, x = long_tie_rows(dtype)
     g = iognn.Graph(ei, 40_000)
     got = check_against_cpu(g, x, ["min", "max"], seed=43)
-    assert tie_codes(got[1][:2, :, 0].cpu()).eq(0xFFFF).all()
+    assert tie_codes(got[1].cpu())[:2, :, 0].eq(0xFFFF).all()
     assert counts(g, got)[:2, :, 0].eq(40_000).all()
     check_against_cpu(g, x, FUSED[0], seed=44, tol=(1e-2, 1e-2) if dtype != torch.float64 else None)
 
@@ -339,7 +362,7 @@ def test_empty_rows_give_zeros_and_no_ties():
     out, mean, held = got[0].cpu(), got[3].cpu(), counts(g, got)
     empty = torch.tensor([0, 2, 4, 5])
     assert torch.equal(out[empty], torch.zeros(4, 48, dtype=torch.float64))
-    assert (tie_codes(got[1].cpu()[empty]) == 0x8000).all()  # tagged, no holder
+    assert (tie_codes(got[1].cpu())[empty] == 0x8000).all()  # tagged, no holder
     assert (held[3] == 2).all()  # source 2's duplicate edge ties with itself
     assert (mean[empty] == 0).all()
 
@@ -350,7 +373,7 @@ def test_no_edges_and_no_features():
     g = graph_with_hubs(10, [3], 10, seed=16)
     out, ties, _, _, grad_x = run_op(g.to("cuda"), torch.empty(10, 0, device="cuda"), ALL_SIX,
                                      torch.empty(10, 0, device="cuda"))
-    assert out.shape == (10, 0) and ties.shape == (10, 2, 0) and grad_x.shape == (10, 0)
+    assert out.shape == (10, 0) and ties.shape == (2, 10, 2, 0) and grad_x.shape == (10, 0)
 
 
 @pytest.mark.parametrize("values", ["continuous", "tied"])

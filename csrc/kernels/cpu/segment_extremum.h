@@ -24,8 +24,15 @@
 //     (saturated): the exact count is then the row's wide entry wide[(rowptr[i] / 0x7FFF) * F + f]
 //     (one [wide_rows, F] table per extremum, wide_rows = num_edges / 0x7FFF: a saturated row has
 //     degree >= 0x7FFF, so two of them start at least 0x7FFF edges apart and never share a slot).
-// So the backward reads 2 bytes per edge and feature, plus the gradient where the edge holds the
-// result, instead of the result, its gradient and a tie count.
+//
+// Storage: two byte planes, `lead` and `rest`, so that the backward's common case reads one byte
+// per edge and feature: lead = the tag bit and the payload's low 7 bits (payload: bits 0-14, the
+// position or the count), rest = payload bits 7-14. An edge at position p of row i is a candidate
+// sole holder when lead == p mod 128; in a row of at most 128 in-edges that settles it, in a longer
+// row the edge also reads rest (only then: 1 in 128 candidates per feature). A tagged lead sends the
+// edge to rest for the count and to the result for the value. So the backward reads 1 byte per
+// edge and feature, plus the gradient where the edge may hold the result, instead of the result,
+// its gradient and a tie count.
 #pragma once
 
 #include <cmath>
@@ -76,6 +83,18 @@ IOGNN_HD uint16_t tie_code(acc value, int64_t count, int64_t first) {
   if (count == 1 && value != acc(0) && first < int64_t(kTieTagged)) return uint16_t(first);
   return uint16_t(kTieTagged | uint16_t(count < kTieSaturated ? count : kTieSaturated));
 }
+
+// The two stored bytes of a code, and the code they hold.
+IOGNN_HD uint8_t tie_lead(uint16_t code) { return uint8_t(((code >> 8) & 0x80) | (code & 0x7F)); }
+IOGNN_HD uint8_t tie_rest(uint16_t code) { return uint8_t(code >> 7); }
+IOGNN_HD uint16_t tie_join(uint8_t lead, uint8_t rest) {
+  return uint16_t(((lead & 0x80) << 8) | (uint16_t(rest) << 7) | (lead & 0x7F));
+}
+IOGNN_HD bool tie_lead_tagged(uint8_t lead) { return (lead & 0x80) != 0; }
+// Rows longer than this need the rest byte to tell a sole holder from edges 128k positions away.
+constexpr int64_t kTieLeadRowLength = 128;
+// The lead byte that would name an untagged edge at position p (p < kTieTagged).
+IOGNN_HD uint8_t tie_lead_of_position(int64_t p) { return uint8_t(p & 0x7F); }
 
 IOGNN_HD bool tie_tagged(uint16_t code) { return (code & kTieTagged) != 0; }
 IOGNN_HD bool tie_saturated(uint16_t code) { return (code & 0x7FFF) == kTieSaturated; }

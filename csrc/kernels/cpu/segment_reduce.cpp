@@ -62,31 +62,35 @@ acc masked_std(acc var) {
   return s <= acc(0.0031622776601683794) ? acc(0) : s;
 }
 
-// Adds the min / max gradient of row i (value o = out_i, its tie codes and wide entries, gradient
-// g) that reaches source values xj: only tied edges (or every edge of a NaN result) receive a
-// share. A sole holder's code counts one holder.
+// Adds the min / max gradient of row i (value o = out_i, its tie-code planes and wide entries,
+// gradient g) that reaches source values xj: only tied edges (or every edge of a NaN result)
+// receive a share. A sole holder's code counts one holder.
 template <typename T>
-void add_extremum_grad(const T* xj, const T* o, const uint16_t* code, const int64_t* wide,
-                       const T* g, int64_t F, acc_t<T>* sum) {
+void add_extremum_grad(const T* xj, const T* o, const uint8_t* lead, const uint8_t* rest,
+                       const int64_t* wide, const T* g, int64_t F, acc_t<T>* sum) {
   using acc = acc_t<T>;
   for (int64_t f = 0; f < F; ++f) {
     const acc out_f = load(o + f);
     if (!extremum_receives(load(xj + f), out_f)) continue;
-    const int64_t count = tie_tagged(code[f]) ? tie_count(code[f], wide ? wide + f : nullptr) : 1;
+    const int64_t count = tie_lead_tagged(lead[f])
+                              ? tie_count(tie_join(lead[f], rest[f]), wide ? wide + f : nullptr)
+                              : 1;
     sum[f] += extremum_share(out_f, acc(count), load(g + f));
   }
 }
 
 // Writes one extremum's tie codes of row i (its in-edges start at CSR position begin; first: the
-// CSR position of each feature's first holder), and the exact counts of the saturated ones to the
-// row's wide entry.
+// CSR position of each feature's first holder) to their two planes, and the exact counts of the
+// saturated ones to the row's wide entry.
 template <typename acc>
 void write_ties(const acc* value, const int64_t* count, const int64_t* first, int64_t begin,
-                int64_t F, uint16_t* code, int64_t* wide_table, int64_t wide_rows) {
+                int64_t F, uint8_t* lead, uint8_t* rest, int64_t* wide_table, int64_t wide_rows) {
   const int64_t w = tie_wide_row(begin);
   for (int64_t f = 0; f < F; ++f) {
-    code[f] = tie_code(value[f], count[f], first[f] - begin);
-    if (tie_saturated(code[f]) && wide_table && w < wide_rows) wide_table[w * F + f] = count[f];
+    const uint16_t code = tie_code(value[f], count[f], first[f] - begin);
+    lead[f] = tie_lead(code);
+    rest[f] = tie_rest(code);
+    if (tie_saturated(code) && wide_table && w < wide_rows) wide_table[w * F + f] = count[f];
   }
 }
 }  // namespace
@@ -155,16 +159,15 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
         T* block = out + (i * S + s) * K * F;
         for (int64_t c = 0; c < K * F; ++c) store(block + c, load(res_i + c) * factor);
       }
-      const auto ties_of = [&](int slot) { return ties.code + (i * tie_slots.count + slot) * F; };
-      const auto wide_of = [&](int slot) {
-        return ties.wide ? ties.wide + slot * ties.wide_rows * F : nullptr;
+      const auto put_ties = [&](int slot, const auto& value, const auto& count,
+                                const auto& first) {
+        const int64_t at = (i * tie_slots.count + slot) * F;
+        write_ties(value.data(), count.data(), first.data(), begin, F, ties.lead + at,
+                   ties.rest + at, ties.wide ? ties.wide + slot * ties.wide_rows * F : nullptr,
+                   ties.wide_rows);
       };
-      if (want_min)
-        write_ties(min_v.data(), min_n.data(), min_first.data(), begin, F, ties_of(tie_slots.min),
-                   wide_of(tie_slots.min), ties.wide_rows);
-      if (want_max)
-        write_ties(max_v.data(), max_n.data(), max_first.data(), begin, F, ties_of(tie_slots.max),
-                   wide_of(tie_slots.max), ties.wide_rows);
+      if (want_min) put_ties(tie_slots.min, min_v, min_n, min_first);
+      if (want_max) put_ties(tie_slots.max, max_v, max_n, max_first);
       for (int64_t f = 0; mean && f < F; ++f) mean[i * F + f] = avg[f];
     }
   });
@@ -188,7 +191,8 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
         const acc deg = acc(rowptr[i + 1] - rowptr[i]);  // >= 1: edge q is in row i
         const auto extremum = [&](int slot, const T* o, const T* g) {
           const int64_t* table = ties.wide ? ties.wide + slot * ties.wide_rows * F : nullptr;
-          add_extremum_grad(xj, o, ties.code + (i * tie_slots.count + slot) * F,
+          const int64_t at = (i * tie_slots.count + slot) * F;
+          add_extremum_grad(xj, o, ties.lead + at, ties.rest + at,
                             tie_wide_entry(table, ties.wide_rows, rowptr[i], F), g, F, sum.data());
         };
         for (int64_t k = 0; k < K; ++k) {

@@ -44,22 +44,25 @@ bool segment_reduce_backward_needs_x(const std::vector<SegmentReduce>& reduces);
 // Whether only min and / or max are requested (the CUDA backward has a kernel of its own for them).
 bool segment_reduce_extrema_only(const std::vector<SegmentReduce>& reduces);
 
-// Where the min / max tie codes of one call go (segment_extremum.h): code [num_dst, n, F] and wide
-// [n, wide_rows, F] (wide_rows = tie_wide_rows(num_edges)), n = the extrema requested, min first.
+// Where the min / max tie codes of one call go (segment_extremum.h): their two byte planes, lead
+// and rest, each [num_dst, n, F] (the binding's ties tensor [2, num_dst, n, F], lead first), and
+// wide [n, wide_rows, F] (wide_rows = tie_wide_rows(num_edges)), n = the extrema requested, min
+// first.
 struct TieSlots {
   int count = 0;  // n
   int min = -1, max = -1;  // their index in [0, n), -1 when not requested
 };
 TieSlots segment_reduce_tie_slots(const std::vector<SegmentReduce>& reduces);
 
-template <typename Code, typename Wide>
+template <typename Byte, typename Wide>
 struct TieArrays {
-  Code* code = nullptr;  // nullptr when neither min nor max is requested
+  Byte* lead = nullptr;  // nullptr when neither min nor max is requested
+  Byte* rest = nullptr;
   Wide* wide = nullptr;
   int64_t wide_rows = 0;
 };
-using Ties = TieArrays<uint16_t, int64_t>;                // written by the forward
-using TiesView = TieArrays<const uint16_t, const int64_t>;  // read by the backward
+using Ties = TieArrays<uint8_t, int64_t>;                // written by the forward
+using TiesView = TieArrays<const uint8_t, const int64_t>;  // read by the backward
 
 // Degree scalers of one call (see above); scale == nullptr: none (out is [num_dst, K*F]).
 template <typename T>

@@ -156,8 +156,9 @@ __device__ __forceinline__ void load_values(const V* p, V (&v)[VEC]) {
   }
 }
 
-// One out-edge j -> i as the gather sees it: i, and `aux`: the edge's position in i's CSR row
-// (clamped to kTieTagged) for the min / max codes, or i's in-degree for a mean read from grad_out.
+// One out-edge j -> i as the gather sees it: i, and `aux`: for the min / max codes the edge's
+// position in i's CSR row (clamped to kTieTagged), plus kLongRow when i has more in-edges than a
+// lead byte tells apart; or i's in-degree for a mean read from grad_out.
 template <typename index_t>
 struct EdgeRef {
   index_t dst;
@@ -171,6 +172,7 @@ __device__ __forceinline__ EdgeRef<index_t> shuffle_from(const GroupLanes& lanes
 }
 
 enum class EdgeAux { kNone, kDegree, kPosition };
+constexpr int64_t kLongRow = int64_t(kTieTagged) << 1;  // above any clamped position
 
 // Source j's features [f0, f0 + VEC) as the sweeps read them (xj(e)): held in registers, or read
 // on demand by the min / max-only kernel, which compares values only for tagged codes (the rare
@@ -212,6 +214,7 @@ struct BackwardOp {
   // ms with 4).
   static constexpr int kMinBlocks = kExtremaOnly ? 4 : 3;
   static constexpr bool kTiledIndices = kExtremaOnly;
+  static constexpr bool kPipelinedExtrema = kExtremaOnly;  // (sweep_extrema)
   template <int VEC>  // one lane's VEC consecutive features
   struct State {
     acc sum[VEC];
@@ -243,82 +246,144 @@ struct BackwardOp {
     for (int e = 0; e < VEC; ++e) s.sum[e] = acc(0);
   }
 
-  // Whether a lane's tie codes let the edge at position `pos` receive anything: a sole-holder
-  // code naming it, or a tagged code (holders found by value).
+  // What a lane's tie codes give the edge at `aux` (EdgeRef), as bit masks over its VEC features:
+  // `held`, the features whose sole holder it is (lead byte = its position mod 128 and, in a long
+  // row, rest byte = the position's bits 7-14: read only then, the rare case), and `tagged`, those
+  // whose holders are found by value.
+  struct Claims {
+    unsigned held = 0, tagged = 0;
+    __device__ bool any() const { return (held | tagged) != 0; }
+  };
+
   template <int VEC>
-  __device__ static void scan_codes(const Pack<uint16_t, VEC>& code, index_t pos, bool& holder,
-                                    bool& tagged) {
-    holder = tagged = false;
+  __device__ Claims claims(const Pack<uint8_t, VEC>& lead, index_t aux, int64_t at) const {
+    const uint8_t mine = tie_lead_of_position(int64_t(aux));
+    Claims c;
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
-      tagged |= tie_tagged(code.v[e]);
-      holder |= int(code.v[e]) == int(pos);
+      c.held |= unsigned(lead.v[e] == mine) << e;
+      c.tagged |= unsigned(tie_lead_tagged(lead.v[e])) << e;
     }
+    if (c.held && int64_t(aux) >= kLongRow) {
+      const int rest = int((int64_t(aux) - kLongRow) >> 7);  // 256 for a clamped position: none
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+        if (int(__ldg(ties.rest + at + e)) != rest) c.held &= ~(1u << e);
+    }
+    return c;
   }
 
   // Folds one extremum (slot: its k in out / grad_out rows, tie: its tie-code slot) of the edge
-  // j -> i at position `pos` of i's row into the lane's sums, given its tie codes and, where
-  // scan_codes found a candidate, the gradients g: a sole holder named by its code receives g
-  // itself; for tagged codes the edge receives extremum_share where x_j equals the result, which
-  // is loaded only then (ties are the rare case; holding it with the other loads would cost
-  // registers), with the holder count.
+  // j -> i into the lane's sums, given its claims and, where it has any, the gradients g: a sole
+  // holder receives g itself; for tagged codes the edge receives extremum_share where x_j equals
+  // the result, with the holder count. The result and the tagged codes' bytes are loaded only
+  // here: the rare case, whose loads held with the others would cost registers.
   template <int VEC, class Row>
-  __device__ void fold_extremum(State<VEC>& s, const Row& xj, int64_t i, index_t pos,
-                                const Pack<uint16_t, VEC>& code, const Pack<T, VEC>& g,
-                                bool tagged, int slot, int tie, int64_t f0) const {
-    const Pack<T, VEC> o =
-        tagged ? load_pack<T, VEC>(out + (i * K + slot) * F + f0) : Pack<T, VEC>{};
+  __device__ void fold_extremum(State<VEC>& s, const Row& xj, int64_t i, const Claims& c,
+                                const Pack<T, VEC>& g, int slot, int tie, int64_t f0) const {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e)
+      if (c.held >> e & 1u) s.sum[e] += to_acc(g.v[e]);
+    if (!c.tagged) return;
+    const int64_t at = (i * tie_slots.count + tie) * F + f0;
+    const Pack<T, VEC> o = load_pack<T, VEC>(out + (i * K + slot) * F + f0);
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
-      const uint16_t c = code.v[e];
-      if (!tie_tagged(c)) {  // the sole holder receives g itself
-        if (int(c) == int(pos)) s.sum[e] += to_acc(g.v[e]);
-        continue;
-      }
       const acc oe = to_acc(o.v[e]);
-      if (!extremum_receives(xj(e), oe)) continue;
+      if (!(c.tagged >> e & 1u) || !extremum_receives(xj(e), oe)) continue;
       const int64_t* wide = tie_wide_entry(ties.wide + tie * ties.wide_rows * F, ties.wide_rows,
                                            int64_t(rowptr[i]), F);
-      const int64_t n = tie_count(c, wide ? wide + f0 + e : nullptr);
-      s.sum[e] += extremum_share(oe, acc(n), to_acc(g.v[e]));
+      const uint16_t code = tie_join(__ldg(ties.lead + at + e), __ldg(ties.rest + at + e));
+      s.sum[e] += extremum_share(oe, acc(tie_count(code, wide ? wide + f0 + e : nullptr)),
+                                 to_acc(g.v[e]));
     }
   }
 
-  // The min and / or max gradients of U out-edges (ref[]: with their positions) for NS = 1 or 2
-  // reductions (slot[], tie[]: as fold_extremum's), in rounds: (1) the tie codes; (2) where a
-  // lane's features have a candidate, the gradients; (3) the folds (fold_extremum).
-  template <int VEC, int U, int NS, class Row>
-  __device__ void add_extrema(State<VEC>& s, const Row& xj, const EdgeRef<index_t> (&ref)[U],
-                              const bool (&ok)[U], const int (&slot)[NS], const int (&tie)[NS],
-                              int64_t f0) const {
-    Pack<uint16_t, VEC> code[NS][U];
+  // The lead bytes of U out-edges (ref[]) for NS = 1 or 2 reductions (tie[]: their tie-code
+  // slots), loaded for the features [f0, f0 + VEC).
+  template <int VEC, int U, int NS>
+  struct Leads {
+    Pack<uint8_t, VEC> v[NS][U];
+  };
+
+  template <int VEC, int U, int NS>
+  __device__ Leads<VEC, U, NS> load_leads(const EdgeRef<index_t> (&ref)[U], const int (&tie)[NS],
+                                          int64_t f0) const {
+    Leads<VEC, U, NS> lead;
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t i = int64_t(ref[u].dst);
 #pragma unroll
       for (int r = 0; r < NS; ++r)
-        code[r][u] = load_pack<uint16_t, VEC>(ties.code + (i * tie_slots.count + tie[r]) * F + f0);
+        lead.v[r][u] =
+            load_pack<uint8_t, VEC>(ties.lead + (i * tie_slots.count + tie[r]) * F + f0);
     }
+    return lead;
+  }
+
+  // The min and / or max gradients of U out-edges (ref[]: with their positions; ok[]: real edges)
+  // for NS = 1 or 2 reductions (slot[], tie[]: as fold_extremum's), given their lead bytes: the
+  // claims the bytes make and, where a lane has any, the gradients; then the folds.
+  template <int VEC, int U, int NS, class Row>
+  __device__ void add_extrema(State<VEC>& s, const Row& xj, const EdgeRef<index_t> (&ref)[U],
+                              const bool (&ok)[U], const Leads<VEC, U, NS>& lead,
+                              const int (&slot)[NS], const int (&tie)[NS], int64_t f0) const {
     Pack<T, VEC> g[NS][U];
-    bool tagged[NS][U];
+    Claims claim[NS][U];
 #pragma unroll
     for (int r = 0; r < NS; ++r)
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        bool holder;
-        scan_codes<VEC>(code[r][u], ref[u].aux, holder, tagged[r][u]);
-        tagged[r][u] &= ok[u];
-        g[r][u] = ok[u] && (holder || tagged[r][u])
-                      ? load_pack<T, VEC>(grad_out + (int64_t(ref[u].dst) * K + slot[r]) * F + f0)
-                      : Pack<T, VEC>{};
+        const int64_t i = int64_t(ref[u].dst);
+        if (ok[u]) claim[r][u] = claims<VEC>(lead.v[r][u], ref[u].aux,
+                                             (i * tie_slots.count + tie[r]) * F + f0);
+        g[r][u] = claim[r][u].any() ? load_pack<T, VEC>(grad_out + (i * K + slot[r]) * F + f0)
+                                    : Pack<T, VEC>{};
       }
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      if (!ok[u]) continue;
+    for (int u = 0; u < U; ++u)
 #pragma unroll
       for (int r = 0; r < NS; ++r)
-        fold_extremum<VEC>(s, xj, int64_t(ref[u].dst), ref[u].aux, code[r][u], g[r][u],
-                           tagged[r][u], slot[r], tie[r], f0);
+        fold_extremum<VEC>(s, xj, int64_t(ref[u].dst), claim[r][u], g[r][u], slot[r], tie[r], f0);
+  }
+
+  // The min and / or max sweep of NS reductions over the out-edges [begin, end), U edges a batch.
+  // The min / max-only kernel pipelines it: a batch's lead bytes are loaded before the previous
+  // batch's gradients are loaded and folded, so that a batch waits for one round trip (its
+  // gradients) instead of two; one byte a feature makes the held batch cheap (a register per pack
+  // of 4 features). H100, uniform:1000000:16, backward with byte-plane codes, without -> with:
+  // fp32 min 5.5 -> 4.9 ms, min+max 8.2 -> 7.5 ms. The general kernel, already at its register
+  // cap, spilled and lost with it (fp32 min+max+mean+std 13.3 -> 14.8 ms on powerlaw).
+  template <int VEC, int U, int NS, class Row>
+  __device__ void sweep_extrema(State<VEC>& s, const Row& xj, int64_t begin, int64_t end,
+                                int64_t f0, const GroupLanes& lanes, const int (&slot)[NS],
+                                const int (&tie)[NS]) const {
+    using Ref = EdgeRef<index_t>;
+    if constexpr (!kPipelinedExtrema) {
+      for_out_edges<U, EdgeAux::kPosition>(
+          begin, end, lanes, [&](const Ref(&e)[U], const bool(&ok)[U]) {
+            add_extrema<VEC, U, NS>(s, xj, e, ok, load_leads<VEC, U, NS>(e, tie, f0), slot, tie,
+                                    f0);
+          });
+    } else {
+      Ref held_ref[U];
+      bool held_ok[U];
+      Leads<VEC, U, NS> held_lead;
+      bool holding = false;
+      for_out_edges<U, EdgeAux::kPosition>(
+          begin, end, lanes, [&](const Ref(&e)[U], const bool(&ok)[U]) {
+            const Leads<VEC, U, NS> lead = load_leads<VEC, U, NS>(e, tie, f0);
+            if (holding)
+              add_extrema<VEC, U, NS>(s, xj, held_ref, held_ok, held_lead, slot, tie, f0);
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+              held_ref[u] = e[u];
+              held_ok[u] = ok[u];
+            }
+            held_lead = lead;
+            holding = true;
+          });
+      if (holding) add_extrema<VEC, U, NS>(s, xj, held_ref, held_ok, held_lead, slot, tie, f0);
     }
   }
 
@@ -367,8 +432,9 @@ struct BackwardOp {
         [&](int64_t q) {
           EdgeRef<index_t> e{row[q], index_t(0)};
           if constexpr (kAux == EdgeAux::kPosition) {
-            const int64_t p = int64_t(csc2csr[q]) - int64_t(rowptr[e.dst]);
-            e.aux = index_t(min(p, int64_t(kTieTagged)));
+            const int64_t begin = int64_t(rowptr[e.dst]), p = int64_t(csc2csr[q]) - begin;
+            const bool long_row = int64_t(rowptr[e.dst + 1]) - begin > kTieLeadRowLength;
+            e.aux = index_t(min(p, int64_t(kTieTagged)) + (long_row ? kLongRow : 0));
           } else if constexpr (kAux == EdgeAux::kDegree) {
             if (slots.direct_mean) e.aux = rowptr[e.dst + 1] - rowptr[e.dst];
           }
@@ -410,7 +476,9 @@ struct BackwardOp {
         add_linear<VEC, L>(s, xj, e, ok, f0);
       });
     }
-    if (slots.min >= 0 || slots.max >= 0) add_extremum_sweep<VEC>(s, xj, begin, end, f0, lanes);
+    // (Lanes wider than kExtremumVec never run with min / max: the host picks narrower ones.)
+    if constexpr (VEC <= kExtremumVec<T>)
+      if (slots.min >= 0 || slots.max >= 0) add_extremum_sweep<VEC>(s, xj, begin, end, f0, lanes);
   }
 
   // The min and / or max sweep over the out-edges [begin, end) (both: half the edges per batch,
@@ -419,22 +487,16 @@ struct BackwardOp {
   __device__ void add_extremum_sweep(State<VEC>& s, const Row& xj, int64_t begin,
                                      int64_t end, int64_t f0, const GroupLanes& lanes) const {
     constexpr int X = kExtremumBatch<VEC>;
-    constexpr EdgeAux kAux = EdgeAux::kPosition;
-    using Ref = EdgeRef<index_t>;
+    constexpr int X2 = X > 1 ? X / 2 : 1;
     if (slots.min >= 0 && slots.max >= 0) {
-      constexpr int X2 = X > 1 ? X / 2 : 1;
       const int both[2] = {slots.min, slots.max};
       const int ties_of[2] = {tie_slots.min, tie_slots.max};
-      for_out_edges<X2, kAux>(begin, end, lanes, [&](const Ref(&e)[X2], const bool(&ok)[X2]) {
-        add_extrema<VEC, X2, 2>(s, xj, e, ok, both, ties_of, f0);
-      });
+      sweep_extrema<VEC, X2, 2>(s, xj, begin, end, f0, lanes, both, ties_of);
     } else {
       const bool min = slots.min >= 0;
       const int one[1] = {min ? slots.min : slots.max};
       const int tie_of[1] = {min ? tie_slots.min : tie_slots.max};
-      for_out_edges<X, kAux>(begin, end, lanes, [&](const Ref(&e)[X], const bool(&ok)[X]) {
-        add_extrema<VEC, X, 1>(s, xj, e, ok, one, tie_of, f0);
-      });
+      sweep_extrema<VEC, X, 1>(s, xj, begin, end, f0, lanes, one, tie_of);
     }
   }
 
@@ -531,7 +593,7 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
   constexpr int kPack = kVec<T>;  // elements of one 16-byte pack
   const bool packed = F % kPack == 0 && x_stride % kPack == 0 && is_aligned16(x) &&
                       is_aligned16(out) && is_aligned16(grad_out) && is_aligned16(grad_x) &&
-                      (!mean || is_aligned16(mean)) && (!ties.code || is_aligned16(ties.code));
+                      (!mean || is_aligned16(mean)) && sr::tie_planes_aligned(ties, kPack);
   const auto run = [&](auto extrema_only) {
     constexpr bool kExtremaOnly = decltype(extrema_only)::value;
     const sr::BackwardOp<T, index_t, kExtremaOnly> op{

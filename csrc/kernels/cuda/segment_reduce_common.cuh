@@ -24,7 +24,7 @@ __device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, 
 __device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
 
 // ---- packed accesses ----------------------------------------------------------------------------
-// VEC consecutive elements of T handled by one lane; sizeof(Pack) is 2, 4, 8 or 16 bytes and the
+// VEC consecutive elements of T handled by one lane; sizeof(Pack) is 1, 2, 4, 8 or 16 bytes and the
 // address must be aligned to it (the host only picks VEC > 1 after checking pointers and strides).
 template <typename T, int VEC>
 struct Pack {
@@ -33,6 +33,10 @@ struct Pack {
 
 template <int BYTES>
 struct PackWord;
+template <>
+struct PackWord<1> {
+  using type = unsigned char;
+};
 template <>
 struct PackWord<2> {
   using type = unsigned short;
@@ -73,6 +77,14 @@ __device__ __forceinline__ void store_pack(T* p, const Pack<T, VEC>& v) {
 // positions, which spilled or halved the warps in flight).
 template <typename T>
 inline constexpr int kExtremumVec = kVec<T> < 4 ? kVec<T> : 4;
+
+// Whether the tie-code byte planes take packs of up to kPack bytes (one byte a feature): the lead
+// plane is allocated aligned and the rest plane starts num_dst * n * F bytes later.
+template <class TieArrays>
+bool tie_planes_aligned(const TieArrays& ties, int kPack) {
+  const auto ok = [&](const void* p) { return reinterpret_cast<uintptr_t>(p) % kPack == 0; };
+  return !ties.lead || (ok(ties.lead) && ok(ties.rest));
+}
 
 // ---- the requested reductions -------------------------------------------------------------------
 constexpr int kMaxReduces = 6;  // sum, mean, min, max, var, std: each at most once

@@ -220,15 +220,19 @@ struct ForwardOp {
   __device__ void write_ties(int slot, const acc (&value)[VEC], const index_t (&count)[VEC],
                              const index_t (&first)[VEC], int64_t r, int64_t begin,
                              int64_t f0) const {
-    Pack<uint16_t, VEC> code;
+    Pack<uint8_t, VEC> lead, rest;
     const int64_t w = tie_wide_row(begin);
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
-      code.v[e] = tie_code(value[e], int64_t(count[e]), int64_t(first[e]) - begin);
-      if (tie_saturated(code.v[e]) && w < ties.wide_rows)
+      const uint16_t code = tie_code(value[e], int64_t(count[e]), int64_t(first[e]) - begin);
+      lead.v[e] = tie_lead(code);
+      rest.v[e] = tie_rest(code);
+      if (tie_saturated(code) && w < ties.wide_rows)
         ties.wide[(slot * ties.wide_rows + w) * F + f0 + e] = int64_t(count[e]);
     }
-    store_pack<uint16_t, VEC>(ties.code + (r * tie_slots.count + slot) * F + f0, code);
+    const int64_t at = (r * tie_slots.count + slot) * F + f0;
+    store_pack<uint8_t, VEC>(ties.lead + at, lead);
+    store_pack<uint8_t, VEC>(ties.rest + at, rest);
   }
 
   // Writes row r's K results (and the aux outputs) for features [f0, f0 + VEC), as the host does;
@@ -382,7 +386,7 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
   constexpr int kExtremumPack = sr::kExtremumVec<T>;
   const bool packed = F % kPack == 0 && x_stride % kPack == 0 && is_aligned16(x) &&
                       is_aligned16(out) && (!scales.scale || is_aligned16(scales.plain)) &&
-                      (!ties.code || is_aligned16(ties.code));
+                      sr::tie_planes_aligned(ties, kPack);
   const unsigned parts = sr::forward_parts(reduces);
   const bool first = (parts & sr::kPartFirst) != 0;
   // The general kernels (parts switched at run time), with or without the scaled epilogue.

@@ -101,7 +101,7 @@ def _segment_reduce_fake(rowptr, col, colptr, row, csc2csr, x, reduces, scale=No
         return x.new_empty(shape if present else (0,), dtype=dtype)
 
     out = x.new_empty(num_dst, (1 if scale is None else scale.size(1)) * KF)
-    ties = aux(extrema > 0, (num_dst, extrema, F), torch.int16)
+    ties = aux(extrema > 0, (2, num_dst, extrema, F), torch.uint8)
     wide = aux(extrema > 0, (extrema, col.size(0) // TIE_SATURATED, F), torch.int64)
     mean = aux("var" in reduces or "std" in reduces, (num_dst, F), acc_dtype(x.dtype))
     plain = aux(scale is not None, (num_dst, KF), x.dtype)
