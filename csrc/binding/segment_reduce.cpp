@@ -5,10 +5,10 @@
 //             -> (out [num_dst, K*F], ties, wide, mean, plain)
 //           ties [2, num_dst, n, F] uint8 and wide [n, num_edges // 0x7FFF, F] int64 when min or
 //           max is requested (n of them, min first): who holds each result, as tie codes in two
-//           byte planes (kernels/cpu/segment_extremum.h; wide entries are written only where a count
-//           saturates); mean: [num_dst, F] in the accumulation dtype (fp32; fp64 for fp64) when
-//           var or std is requested; each is an empty [0] tensor otherwise. They exist for the
-//           backward only.
+//           byte planes (kernels/cpu/segment_extremum.h; wide entries are written only where a
+//           count saturates); mean: [num_dst, F] in the accumulation dtype (fp32; fp64 for fp64)
+//           when var or std is requested; each is an empty [0] tensor otherwise. They exist for
+//           the backward only.
 //           scale [num_dst, S] (x's dtype): PNA's degree scalers applied in the epilogue; out is
 //           then [num_dst, S*K*F] (block s = scale[:, s] * results) and plain [num_dst, K*F]
 //           holds the unscaled results (else an empty [0] tensor). kernels/cpu/segment_reduce.h.

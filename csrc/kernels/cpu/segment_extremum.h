@@ -28,11 +28,11 @@
 // Storage: two byte planes, `lead` and `rest`, so that the backward's common case reads one byte
 // per edge and feature: lead = the tag bit and the payload's low 7 bits (payload: bits 0-14, the
 // position or the count), rest = payload bits 7-14. An edge at position p of row i is a candidate
-// sole holder when lead == p mod 128; in a row of at most 128 in-edges that settles it, in a longer
-// row the edge also reads rest (only then: 1 in 128 candidates per feature). A tagged lead sends the
-// edge to rest for the count and to the result for the value. So the backward reads 1 byte per
-// edge and feature, plus the gradient where the edge may hold the result, instead of the result,
-// its gradient and a tie count.
+// sole holder when lead == p mod 128; in a row of at most 128 in-edges that settles it, in a
+// longer row the edge also reads rest (only then: 1 in 128 candidates per feature). A tagged lead
+// sends the edge to rest for the count and to the result for the value. So the backward reads 1
+// byte per edge and feature, plus the gradient where the edge may hold the result, instead of the
+// result, its gradient and a tie count.
 #pragma once
 
 #include <cmath>

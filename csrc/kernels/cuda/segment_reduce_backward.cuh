@@ -352,7 +352,7 @@ struct BackwardOp {
   // batch's gradients are loaded and folded, so that a batch waits for one round trip (its
   // gradients) instead of two; one byte a feature makes the held batch cheap (a register per pack
   // of 4 features). H100, uniform:1000000:16, backward with byte-plane codes, without -> with:
-  // fp32 min 5.5 -> 4.9 ms, min+max 8.2 -> 7.5 ms. The general kernel, already at its register
+  // fp32 min 5.49 -> 4.92 ms, min+max 8.21 -> 7.55 ms. The general kernel, already at its register
   // cap, spilled and lost with it (fp32 min+max+mean+std 13.3 -> 14.8 ms on powerlaw).
   template <int VEC, int U, int NS, class Row>
   __device__ void sweep_extrema(State<VEC>& s, const Row& xj, int64_t begin, int64_t end,

@@ -15,8 +15,9 @@ of the output counting as one more tied element when the result is 0 (its share 
 torch); a NaN result sends NaN to every message of the row.
 Backward: a deterministic gather over the transposed CSR (no atomics); the forward keeps, per
 destination and feature, a 16-bit tie code saying which message holds the min / max (its
-position in the row when it is the only one, else how many messages tie) and the mean of
-var / std, so that nothing is recomputed.
+position in the row when it is the only one, else how many messages tie), stored as two byte
+planes so that the CUDA gather reads one byte per message and feature, and the mean of var /
+std, so that nothing is recomputed.
 
 Degree scalers (PNA, ``DegreeScalerAggregation``): ``scale [num_dst, S]`` multiplies the results
 in the kernel's epilogue, ``out = cat_s(scale[:, s:s+1] * results)`` (``[num_dst, S * K * F]``),
