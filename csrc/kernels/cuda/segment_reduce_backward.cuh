@@ -30,11 +30,12 @@ namespace sr {
 // batch of out-edges at a time (EdgeRef: the destination, and its in-degree or the edge's position
 // in the destination's row) with every load of the batch issued before any is used; the min /
 // max-only kernel loads the batches' indices a tile at a time. The linear sweep loads a or g, b,
-// maybe mean. The extremum sweep loads the tie codes (2 bytes a feature); then the gradient only
-// where a code names the edge as the sole holder or is tagged, and the result only where it is
-// tagged (segment_extremum.h). (Tabulating the shares extremum_share(o, count, g) in step 1
-// instead, with every code tagged, made an edge read the result and the share, 2 * sizeof(acc)
-// bytes a feature, where codes read 2: H100, fp32 min + max + mean + std backward 20.8 -> 17.3
+// maybe mean. The extremum sweep loads the codes' lead bytes (1 byte a feature); then the gradient
+// only where a lead byte may name the edge as the sole holder or is tagged, the rest byte only in
+// long rows and for tagged codes, and the result only where tagged (segment_extremum.h).
+// (Tabulating the shares extremum_share(o, count, g) in step 1 instead, with every code tagged,
+// made an edge read the result and the share, 2 * sizeof(acc) bytes a feature, where 16-bit codes
+// read 2: H100, fp32 min + max + mean + std backward 20.8 -> 17.3
 // ms on uniform:1000000:16, 13.9 -> 14.0 on powerlaw:1000000:16, and two [num_dst, F] fp32
 // tables fewer: 976 MiB of the peak.)
 struct BackwardTable {
