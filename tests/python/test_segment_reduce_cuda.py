@@ -395,10 +395,10 @@ def test_bitwise_deterministic(dtype, values):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 @pytest.mark.parametrize("F", [3, 64], ids=["per-element", "packed"])
 def test_min_max_with_a_linear_part_equal_min_max_alone(F, dtype):
-    # With var min and max run in the general backward kernel (after its linear sweep), alone in
-    # a kernel of their own (index tiles, x_j read on demand). A zero var gradient adds exact
-    # zeros before the extremum sweep, so both kernels must give the same grad_x bit for bit, on
-    # light and split (heavy) source rows, with ties and zero results.
+    # With var, min and max run in the backward's second pass, which adds the first (linear)
+    # pass's sums, kept in acc precision; alone, in its only pass. A zero var gradient makes those
+    # sums exact zeros, so both must give the same grad_x bit for bit, on light and split (heavy)
+    # source rows, with ties and zero results.
     g = graph_with_hubs(400, [3000, 300], 2500, seed=41, out_degrees=[5000, 600]).to("cuda")
     gen = torch.Generator().manual_seed(42)
     x = tied_features(400, F, gen, dtype).cuda()

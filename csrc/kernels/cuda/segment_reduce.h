@@ -49,7 +49,9 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
                             size_t workspace_bytes, cudaStream_t stream);
 
 // Workspace bytes of segment_reduce_backward: the per-destination gradient coefficients (when the
-// reductions need them: var / std, or sum and mean together) and the heavy-source schedule.
+// reductions need them: var / std, or sum and mean together), the linear part of grad_x in acc
+// precision between the two passes (min / max with other reductions, T narrower than acc:
+// num_src * F * 4 bytes) and the heavy-source schedule.
 template <typename T>
 size_t segment_reduce_backward_workspace(int64_t num_src, int64_t num_dst, int64_t num_edges,
                                          int64_t F, const std::vector<SegmentReduce>& reduces);
@@ -61,8 +63,9 @@ size_t segment_reduce_backward_workspace(int64_t num_src, int64_t num_dst, int64
 // destination into one or two coefficients (in the workspace), a + b * x_j; the min / max share
 // goes to the sole holder named by its tie code, else to an edge whose value equals the result
 // (or to every edge of a NaN result): the host's rule. Sums may differ from the host kernel's in
-// the last bits (the coefficients fold the reductions in another order, and var / std as
-// b * x_j - b * mean_i).
+// the last bits (the coefficients fold the reductions in another order, var / std as
+// b * x_j - b * mean_i, and min / max with other reductions run as a second pass whose sums are
+// added to the first's).
 template <typename T, typename index_t>
 void segment_reduce_backward(const index_t* colptr, const index_t* row, const index_t* csc2csr,
                              const index_t* rowptr, const T* x, int64_t x_stride, const T* out,

@@ -26,39 +26,50 @@ namespace sr {
 // coefficients, not three (b * x_j - b * mean_i is also how PyG's autograd sums the two paths of
 // E[x^2] - E[x]^2). A single sum or mean without var / std is read straight from grad_out (mean
 // scaled by 1 / deg_i); var / std alone read b and the forward's mean. (2) The schedule's gather
-// over the transposed CSR, one sweep per part (linear; min and max together). Each sweep takes a
-// batch of out-edges at a time (EdgeRef: the destination, and its in-degree or the edge's position
-// in the destination's row) with every load of the batch issued before any is used; the min /
-// max-only kernel loads the batches' indices a tile at a time. The linear sweep loads a or g, b,
-// maybe mean. The extremum sweep loads the codes' lead bytes (1 byte a feature); then the gradient
-// only where a lead byte may name the edge as the sole holder or is tagged, the rest byte only in
-// long rows and for tagged codes, and the result only where tagged (segment_extremum.h).
+// over the transposed CSR, one pass (kernel) per part: the linear part, then min and max together
+// (split_backward; the second adds the first's sums). Each pass takes a batch of out-edges at a
+// time (EdgeRef: the destination, and its in-degree or the edge's position in the destination's
+// row) with every load of the batch issued before any is used; the min / max pass loads the
+// batches' indices a tile at a time. The linear pass loads a or g, b, maybe mean. The min / max
+// pass loads the codes' lead bytes (1 byte a feature); then the gradient only where a lead byte
+// may name the edge as the sole holder or is tagged, the rest byte only in long rows and for
+// tagged codes, and the result only where tagged (segment_extremum.h).
 // (Tabulating the shares extremum_share(o, count, g) in step 1 instead, with every code tagged,
 // made an edge read the result and the share, 2 * sizeof(acc) bytes a feature, where 16-bit codes
 // read 2: H100, fp32 min + max + mean + std backward 20.8 -> 17.3
 // ms on uniform:1000000:16, 13.9 -> 14.0 on powerlaw:1000000:16, and two [num_dst, F] fp32
 // tables fewer: 976 MiB of the peak.)
 struct BackwardTable {
-  // a, b: [num_dst, F] acc arrays when present
-  size_t a_offset = 0, b_offset = 0, bytes = 0;
-  bool has_a = false, has_b = false;
+  // a, b: [num_dst, F] acc arrays when present; partial: [num_src, F] acc, the linear part of
+  // grad_x between the two passes of a split backward when T is narrower than acc (else grad_x
+  // itself holds it).
+  size_t a_offset = 0, b_offset = 0, partial_offset = 0, bytes = 0;
+  bool has_a = false, has_b = false, has_partial = false;
 };
 
+// Whether the backward runs in two passes (split_backward): reductions linear in x_j and min / max
+// together.
+inline bool split_backward(const std::vector<SegmentReduce>& reduces) {
+  return cpu::segment_reduce_tie_slots(reduces).count > 0 &&
+         !cpu::segment_reduce_extrema_only(reduces);
+}
+
 template <typename T>
-BackwardTable backward_table(int64_t num_dst, int64_t F,
+BackwardTable backward_table(int64_t num_src, int64_t num_dst, int64_t F,
                              const std::vector<SegmentReduce>& reduces) {
   BackwardTable t;
   const bool sum = cpu::segment_reduce_has(reduces, SegmentReduce::kSum);
   const bool mean = cpu::segment_reduce_has(reduces, SegmentReduce::kMean);
   t.has_b = cpu::segment_reduce_needs_mean(reduces);
   t.has_a = (sum && mean) || (t.has_b && (sum || mean));
-  const size_t array = align_up(size_t(num_dst) * size_t(F) * sizeof(acc_t<T>), 256);
-  const auto place = [&](bool present, size_t& offset) {
+  t.has_partial = split_backward(reduces) && !std::is_same_v<T, acc_t<T>>;
+  const auto place = [&](bool present, int64_t rows, size_t& offset) {
     offset = t.bytes;
-    if (present) t.bytes += array;
+    if (present) t.bytes += align_up(size_t(rows) * size_t(F) * sizeof(acc_t<T>), 256);
   };
-  place(t.has_a, t.a_offset);
-  place(t.has_b, t.b_offset);
+  place(t.has_a, num_dst, t.a_offset);
+  place(t.has_b, num_dst, t.b_offset);
+  place(t.has_partial, num_src, t.partial_offset);
   return t;
 }
 
@@ -157,6 +168,19 @@ __device__ __forceinline__ void load_values(const V* p, V (&v)[VEC]) {
   }
 }
 
+// The counterpart of load_values: VEC acc values in stores of up to 16 bytes (same alignment).
+template <int VEC, typename V>
+__device__ __forceinline__ void store_values(V* p, const V (&v)[VEC]) {
+  constexpr int kPer = VEC * int(sizeof(V)) <= 16 ? VEC : 16 / int(sizeof(V));
+#pragma unroll
+  for (int h = 0; h < VEC / kPer; ++h) {
+    Pack<V, kPer> pk;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) pk.v[e] = v[h * kPer + e];
+    store_pack<V, kPer>(p + h * kPer, pk);
+  }
+}
+
 // One out-edge j -> i as the gather sees it: i, and `aux`: for the min / max codes the edge's
 // position in i's CSR row (clamped to kTieTagged), plus kLongRow when i has more in-edges than a
 // lead byte tells apart; or i's in-degree for a mean read from grad_out.
@@ -175,47 +199,31 @@ __device__ __forceinline__ EdgeRef<index_t> shuffle_from(const GroupLanes& lanes
 enum class EdgeAux { kNone, kDegree, kPosition };
 constexpr int64_t kLongRow = int64_t(kTieTagged) << 1;  // above any clamped position
 
-// Source j's features [f0, f0 + VEC) as the sweeps read them (xj(e)): held in registers, or read
-// on demand by the min / max-only kernel, which compares values only for tagged codes (the rare
-// case) and so keeps VEC more registers for warps in flight.
-template <typename acc, int VEC>
-struct HeldRow {
-  acc v[VEC];
-  __device__ acc operator()(int e) const { return v[e]; }
-};
-
-template <typename T>
-struct RowOnDemand {
-  const T* p;
-  __device__ acc_t<T> operator()(int e) const { return to_acc(p[e]); }
-};
-
 template <typename T>
 size_t backward_slot_bytes(int64_t F) {
   return align_up(size_t(F) * sizeof(acc_t<T>), 16);
 }
 
-// kExtremaOnly: min and / or max alone (no linear part, no tables), a kernel of its own: in the
-// general kernel, under its register cap, the extremum sweep's loads spilled (fp32: 20 bytes).
-template <typename T, typename index_t, bool kExtremaOnly>
+// One pass of the backward: kExtrema, the min / max pass (at most kExtremumVec features a lane),
+// else the linear pass (sum, mean, var, std). Reductions of both kinds run both passes, the
+// linear one first (split_backward): one kernel for both, under the register cap the linear
+// gather needs, spilled the extremum sweep's loads and could not pipeline them.
+template <typename T, typename index_t, bool kExtrema>
 struct BackwardOp {
   using acc = acc_t<T>;
-  // Out-edges per batch, all their loads in flight at once (halved for 8-wide packs).
+  // Out-edges per batch, all their loads in flight at once (halved for 8-wide packs; the
+  // extremum pass halves it again for min and max together).
   template <int VEC>
   static constexpr int kLinearBatch = VEC >= 8 ? 2 : 4;
-  template <int VEC>
-  static constexpr int kExtremumBatch = VEC >= 8 ? 1 : 2;
+  static constexpr int kExtremumBatch = 2;
   // Blocks of kLightThreads per SM the light / segment kernels are compiled for, a register cap:
-  // 3 (~80 registers, 24 warps per SM in flight to hide the gathers), or 4 (64, 32 warps) for
-  // the min / max-only kernel, which then fits without spills (at most kExtremumVec features a
-  // lane). That kernel alone takes its indices in tiles (for_edge_batches). H200,
-  // uniform:1000000:16, backward: fp32 min 5.71 -> 4.83 ms, min+max 9.84 -> 8.32 ms; in the
-  // general kernel tiles cost more than they saved (fp32 sum 4.41 -> 4.58 ms), and a 16-bit
-  // kernel 8 features wide spilled with them (bf16 min+max 10.3 -> 11.2 ms with 3 blocks, 12.7
-  // ms with 4).
-  static constexpr int kMinBlocks = kExtremaOnly ? 4 : 3;
-  static constexpr bool kTiledIndices = kExtremaOnly;
-  static constexpr bool kPipelinedExtrema = kExtremaOnly;  // (sweep_extrema)
+  // 3 (~80 registers, 24 warps per SM in flight to hide the gathers) for the linear pass, 4 (64,
+  // 32 warps) for the extremum pass, which then fits without spills. That pass alone takes its
+  // indices in tiles (for_edge_batches). H200, uniform:1000000:16, backward: fp32 min 5.71 ->
+  // 4.83 ms, min+max 9.84 -> 8.32 ms; in the linear pass tiles cost more than they saved (fp32
+  // sum 4.41 -> 4.58 ms).
+  static constexpr int kMinBlocks = kExtrema ? 4 : 3;
+  static constexpr bool kTiledIndices = kExtrema;
   template <int VEC>  // one lane's VEC consecutive features
   struct State {
     acc sum[VEC];
@@ -236,8 +244,12 @@ struct BackwardOp {
   const acc* mean;  // [num_dst, F]: the forward's mean when b is not folded into a, else nullptr
   int64_t F, K;
   BackwardSlots slots;
-  bool need_x;
   T* grad_x;
+  // The two passes of a split backward: the first stores its sums (acc) in `partial` instead of
+  // grad_x; the second adds `base` (the first's partial) to its sums before storing grad_x. Both
+  // null in a single pass.
+  acc* partial;
+  const acc* base;
 
   __device__ int64_t offset(int64_t j) const { return int64_t(colptr[j]); }
 
@@ -278,9 +290,10 @@ struct BackwardOp {
   // j -> i into the lane's sums, given its claims and, where it has any, the gradients g: a sole
   // holder receives g itself; for tagged codes the edge receives extremum_share where x_j equals
   // the result, with the holder count. The result and the tagged codes' bytes are loaded only
-  // here: the rare case, whose loads held with the others would cost registers.
-  template <int VEC, class Row>
-  __device__ void fold_extremum(State<VEC>& s, const Row& xj, int64_t i, const Claims& c,
+  // here: the rare case, whose loads held with the others would cost registers; so is x_j (xj:
+  // source j's features from f0), which only tagged codes compare.
+  template <int VEC>
+  __device__ void fold_extremum(State<VEC>& s, const T* xj, int64_t i, const Claims& c,
                                 const Pack<T, VEC>& g, int slot, int tie, int64_t f0) const {
 #pragma unroll
     for (int e = 0; e < VEC; ++e)
@@ -291,7 +304,7 @@ struct BackwardOp {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
       const acc oe = to_acc(o.v[e]);
-      if (!(c.tagged >> e & 1u) || !extremum_receives(xj(e), oe)) continue;
+      if (!(c.tagged >> e & 1u) || !extremum_receives(to_acc(xj[e]), oe)) continue;
       const int64_t* wide = tie_wide_entry(ties.wide + tie * ties.wide_rows * F, ties.wide_rows,
                                            int64_t(rowptr[i]), F);
       const uint16_t code = tie_join(__ldg(ties.lead + at + e), __ldg(ties.rest + at + e));
@@ -325,8 +338,8 @@ struct BackwardOp {
   // The min and / or max gradients of U out-edges (ref[]: with their positions; ok[]: real edges)
   // for NS = 1 or 2 reductions (slot[], tie[]: as fold_extremum's), given their lead bytes: the
   // claims the bytes make and, where a lane has any, the gradients; then the folds.
-  template <int VEC, int U, int NS, class Row>
-  __device__ void add_extrema(State<VEC>& s, const Row& xj, const EdgeRef<index_t> (&ref)[U],
+  template <int VEC, int U, int NS>
+  __device__ void add_extrema(State<VEC>& s, const T* xj, const EdgeRef<index_t> (&ref)[U],
                               const bool (&ok)[U], const Leads<VEC, U, NS>& lead,
                               const int (&slot)[NS], const int (&tie)[NS], int64_t f0) const {
     Pack<T, VEC> g[NS][U];
@@ -348,50 +361,39 @@ struct BackwardOp {
         fold_extremum<VEC>(s, xj, int64_t(ref[u].dst), claim[r][u], g[r][u], slot[r], tie[r], f0);
   }
 
-  // The min and / or max sweep of NS reductions over the out-edges [begin, end), U edges a batch.
-  // The min / max-only kernel pipelines it: a batch's lead bytes are loaded before the previous
-  // batch's gradients are loaded and folded, so that a batch waits for one round trip (its
-  // gradients) instead of two; one byte a feature makes the held batch cheap (a register per pack
-  // of 4 features). H100, uniform:1000000:16, backward with byte-plane codes, without -> with:
-  // fp32 min 5.49 -> 4.92 ms, min+max 8.21 -> 7.55 ms. The general kernel, already at its register
-  // cap, spilled and lost with it (fp32 min+max+mean+std 13.3 -> 14.8 ms on powerlaw).
-  template <int VEC, int U, int NS, class Row>
-  __device__ void sweep_extrema(State<VEC>& s, const Row& xj, int64_t begin, int64_t end,
+  // The min and / or max sweep of NS reductions over the out-edges [begin, end), U edges a batch,
+  // pipelined: a batch's lead bytes are loaded before the previous batch's gradients are loaded
+  // and folded, so that a batch waits for one round trip (its gradients) instead of two; one byte
+  // a feature makes the held batch cheap (a register per pack of 4 features). H100,
+  // uniform:1000000:16, backward with byte-plane codes, without -> with: fp32 min 5.49 -> 4.92
+  // ms, min+max 8.21 -> 7.55 ms.
+  template <int VEC, int U, int NS>
+  __device__ void sweep_extrema(State<VEC>& s, const T* xj, int64_t begin, int64_t end,
                                 int64_t f0, const GroupLanes& lanes, const int (&slot)[NS],
                                 const int (&tie)[NS]) const {
     using Ref = EdgeRef<index_t>;
-    if constexpr (!kPipelinedExtrema) {
-      for_out_edges<U, EdgeAux::kPosition>(
-          begin, end, lanes, [&](const Ref(&e)[U], const bool(&ok)[U]) {
-            add_extrema<VEC, U, NS>(s, xj, e, ok, load_leads<VEC, U, NS>(e, tie, f0), slot, tie,
-                                    f0);
-          });
-    } else {
-      Ref held_ref[U];
-      bool held_ok[U];
-      Leads<VEC, U, NS> held_lead;
-      bool holding = false;
-      for_out_edges<U, EdgeAux::kPosition>(
-          begin, end, lanes, [&](const Ref(&e)[U], const bool(&ok)[U]) {
-            const Leads<VEC, U, NS> lead = load_leads<VEC, U, NS>(e, tie, f0);
-            if (holding)
-              add_extrema<VEC, U, NS>(s, xj, held_ref, held_ok, held_lead, slot, tie, f0);
+    Ref held_ref[U];
+    bool held_ok[U];
+    Leads<VEC, U, NS> held_lead;
+    bool holding = false;
+    for_out_edges<U, EdgeAux::kPosition>(
+        begin, end, lanes, [&](const Ref(&e)[U], const bool(&ok)[U]) {
+          const Leads<VEC, U, NS> lead = load_leads<VEC, U, NS>(e, tie, f0);
+          if (holding) add_extrema<VEC, U, NS>(s, xj, held_ref, held_ok, held_lead, slot, tie, f0);
 #pragma unroll
-            for (int u = 0; u < U; ++u) {
-              held_ref[u] = e[u];
-              held_ok[u] = ok[u];
-            }
-            held_lead = lead;
-            holding = true;
-          });
-      if (holding) add_extrema<VEC, U, NS>(s, xj, held_ref, held_ok, held_lead, slot, tie, f0);
-    }
+          for (int u = 0; u < U; ++u) {
+            held_ref[u] = e[u];
+            held_ok[u] = ok[u];
+          }
+          held_lead = lead;
+          holding = true;
+        });
+    if (holding) add_extrema<VEC, U, NS>(s, xj, held_ref, held_ok, held_lead, slot, tie, f0);
   }
 
   // The linear part of U edges: a (or one grad_out slot), then b * x_j, or b * (x_j - mean).
   template <int VEC, int U>
-  __device__ void add_linear(State<VEC>& s, const HeldRow<acc, VEC>& xj,
-                             const EdgeRef<index_t> (&ref)[U],
+  __device__ void add_linear(State<VEC>& s, const acc (&xj)[VEC], const EdgeRef<index_t> (&ref)[U],
                              const bool (&ok)[U], int64_t f0) const {
     acc av[U][VEC], bv[U][VEC], mv[U][VEC];
     acc scale[U];
@@ -417,7 +419,7 @@ struct BackwardOp {
 #pragma unroll
       for (int e = 0; e < VEC; ++e) {
         if (a || slots.direct >= 0) s.sum[e] += slots.direct_mean ? av[u][e] * scale[u] : av[u][e];
-        if (b) s.sum[e] += bv[u][e] * (mean ? xj(e) - mv[u][e] : xj(e));
+        if (b) s.sum[e] += bv[u][e] * (mean ? xj[e] - mv[u][e] : xj[e]);
       }
     }
   }
@@ -444,55 +446,49 @@ struct BackwardOp {
         [&](int64_t, const EdgeRef<index_t>(&e)[U], const bool(&ok)[U]) { part(e, ok); });
   }
 
-  // Folds source j's out-edges [begin, end): one sweep for the linear part, one for min and / or
-  // max, so that a sweep's registers only hold its own loads; the second sweep finds the indices
-  // in cache. Each feature's sum runs in a fixed order: deterministic.
+  // Folds source j's out-edges [begin, end) into the lane's sums, in a fixed order per feature
+  // (deterministic): this pass's reductions only.
   template <int VEC>
   __device__ void accumulate(State<VEC>& s, int64_t j, int64_t begin, int64_t end, int64_t f0,
                              const GroupLanes& lanes) const {
-    if constexpr (kExtremaOnly) {
-      const RowOnDemand<T> xj{x + j * x_stride + f0};
-      add_extremum_sweep<VEC>(s, xj, begin, end, f0, lanes);
-      return;
-    }
-    HeldRow<acc, VEC> xj;
-    if (need_x) {
-      const Pack<T, VEC> px = load_pack<T, VEC>(x + j * x_stride + f0);
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) xj.v[e] = to_acc(px.v[e]);
+    if constexpr (kExtrema) {
+      add_extremum_sweep<VEC>(s, x + j * x_stride + f0, begin, end, f0, lanes);
     } else {
+      acc xj[VEC];
+      if (b) {  // var / std: b * x_j
+        const Pack<T, VEC> px = load_pack<T, VEC>(x + j * x_stride + f0);
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) xj.v[e] = acc(0);
+        for (int e = 0; e < VEC; ++e) xj[e] = to_acc(px.v[e]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) xj[e] = acc(0);
+      }
+      constexpr int L = kLinearBatch<VEC>;
+      constexpr int L2 = L > 1 ? L / 2 : 1;
+      constexpr EdgeAux kDeg = EdgeAux::kDegree;
+      using Ref = EdgeRef<index_t>;
+      if (mean) {  // three loads per edge (b, mean, maybe a): half the batch, so none spills
+        for_out_edges<L2, kDeg>(begin, end, lanes, [&](const Ref(&e)[L2], const bool(&ok)[L2]) {
+          add_linear<VEC, L2>(s, xj, e, ok, f0);
+        });
+      } else {
+        for_out_edges<L, kDeg>(begin, end, lanes, [&](const Ref(&e)[L], const bool(&ok)[L]) {
+          add_linear<VEC, L>(s, xj, e, ok, f0);
+        });
+      }
     }
-    constexpr int L = kLinearBatch<VEC>;
-    constexpr int L2 = L > 1 ? L / 2 : 1;
-    constexpr EdgeAux kDeg = EdgeAux::kDegree;
-    using Ref = EdgeRef<index_t>;
-    if (mean) {  // three loads per edge (b, mean, maybe a): half the batch, so none spills
-      for_out_edges<L2, kDeg>(begin, end, lanes, [&](const Ref(&e)[L2], const bool(&ok)[L2]) {
-        add_linear<VEC, L2>(s, xj, e, ok, f0);
-      });
-    } else if (a || b || slots.direct >= 0) {
-      for_out_edges<L, kDeg>(begin, end, lanes, [&](const Ref(&e)[L], const bool(&ok)[L]) {
-        add_linear<VEC, L>(s, xj, e, ok, f0);
-      });
-    }
-    // (Lanes wider than kExtremumVec never run with min / max: the host picks narrower ones.)
-    if constexpr (VEC <= kExtremumVec<T>)
-      if (slots.min >= 0 || slots.max >= 0) add_extremum_sweep<VEC>(s, xj, begin, end, f0, lanes);
   }
 
   // The min and / or max sweep over the out-edges [begin, end) (both: half the edges per batch,
   // so that the loads in flight stay those of one reduction).
-  template <int VEC, class Row>
-  __device__ void add_extremum_sweep(State<VEC>& s, const Row& xj, int64_t begin,
-                                     int64_t end, int64_t f0, const GroupLanes& lanes) const {
-    constexpr int X = kExtremumBatch<VEC>;
-    constexpr int X2 = X > 1 ? X / 2 : 1;
+  template <int VEC>
+  __device__ void add_extremum_sweep(State<VEC>& s, const T* xj, int64_t begin, int64_t end,
+                                     int64_t f0, const GroupLanes& lanes) const {
+    constexpr int X = kExtremumBatch;
     if (slots.min >= 0 && slots.max >= 0) {
       const int both[2] = {slots.min, slots.max};
       const int ties_of[2] = {tie_slots.min, tie_slots.max};
-      sweep_extrema<VEC, X2, 2>(s, xj, begin, end, f0, lanes, both, ties_of);
+      sweep_extrema<VEC, X / 2, 2>(s, xj, begin, end, f0, lanes, both, ties_of);
     } else {
       const bool min = slots.min >= 0;
       const int one[1] = {min ? slots.min : slots.max};
@@ -526,10 +522,19 @@ struct BackwardOp {
 
   template <int VEC>
   __device__ void finalize(const State<VEC>& s, int64_t j, int64_t, int64_t f0) const {
+    const int64_t n = j * F + f0;
+    if (partial) {
+      store_values<VEC>(partial + n, s.sum);
+      return;
+    }
     Pack<T, VEC> o;
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) o.v[e] = from_acc<T>(s.sum[e]);
-    store_pack<T, VEC>(grad_x + j * F + f0, o);
+    for (int e = 0; e < VEC; ++e) {
+      // A plain load: with T == acc, base is grad_x, which this lane then overwrites.
+      const acc first = base ? base[n + e] : acc(0);
+      o.v[e] = from_acc<T>(base ? first + s.sum[e] : s.sum[e]);
+    }
+    store_pack<T, VEC>(grad_x + n, o);
   }
 };
 
@@ -544,7 +549,7 @@ HeavyPlan backward_plan(int64_t num_src, int64_t num_edges, int64_t F) {
 template <typename T>
 size_t segment_reduce_backward_workspace(int64_t num_src, int64_t num_dst, int64_t num_edges,
                                          int64_t F, const std::vector<SegmentReduce>& reduces) {
-  return sr::align_up(sr::backward_table<T>(num_dst, F, reduces).bytes, 256) +
+  return sr::align_up(sr::backward_table<T>(num_src, num_dst, F, reduces).bytes, 256) +
          sr::backward_plan<T>(num_src, num_edges, F).bytes;
 }
 
@@ -569,7 +574,7 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
   const int64_t K = sr::make_reduce_list(reduces).count;
   const sr::BackwardSlots slots = sr::backward_slots(reduces);
   const cpu::TieSlots tie_slots = cpu::segment_reduce_tie_slots(reduces);
-  const sr::BackwardTable table = sr::backward_table<T>(num_dst, F, reduces);
+  const sr::BackwardTable table = sr::backward_table<T>(num_src, num_dst, F, reduces);
   const size_t table_bytes = sr::align_up(table.bytes, 256);
   IOGNN_CHECK(table_bytes == 0 || (workspace != nullptr && workspace_bytes >= table_bytes),
               ValueError, "segment_reduce_backward: the workspace has ", workspace_bytes,
@@ -590,27 +595,34 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
   void* heavy_ws = ws ? ws + table_bytes : nullptr;
   const size_t heavy_bytes = workspace_bytes > table_bytes ? workspace_bytes - table_bytes : 0;
   // 16-byte packs when every packed access stays aligned (the table rows are then aligned too: F
-  // is a multiple of the pack), at most kExtremumVec features a lane when min or max is requested.
+  // is a multiple of the pack); the min / max pass takes at most kExtremumVec features a lane.
   constexpr int kPack = kVec<T>;  // elements of one 16-byte pack
   const bool packed = F % kPack == 0 && x_stride % kPack == 0 && is_aligned16(x) &&
                       is_aligned16(out) && is_aligned16(grad_out) && is_aligned16(grad_x) &&
                       (!mean || is_aligned16(mean)) && sr::tie_planes_aligned(ties, kPack);
-  const auto run = [&](auto extrema_only) {
-    constexpr bool kExtremaOnly = decltype(extrema_only)::value;
-    const sr::BackwardOp<T, index_t, kExtremaOnly> op{
-        colptr, row,  csc2csr, rowptr, x, x_stride, out, grad_out, ties, tie_slots, a, b,
-        a ? nullptr : mean, F, K, slots, cpu::segment_reduce_backward_needs_x(reduces), grad_x};
-    const auto schedule = [&](auto vec) {
-      sr::run_schedule<decltype(vec)::value>(op, colptr, num_src, plan, heavy_ws, heavy_bytes,
-                                             stream);
-    };
-    if (!packed) schedule(std::integral_constant<int, 1>{});
-    else if (kExtremaOnly || tie_slots.count > 0)
-      schedule(std::integral_constant<int, sr::kExtremumVec<T>>{});
-    else if constexpr (!kExtremaOnly) schedule(std::integral_constant<int, kPack>{});
+  // The passes: the linear one (sums, means, var / std) and the min / max one; with both, the
+  // first leaves its sums in `partial` (acc: grad_x itself when T is acc, else the workspace's
+  // array) and the second adds them when it stores grad_x.
+  const bool extrema = tie_slots.count > 0, linear = !cpu::segment_reduce_extrema_only(reduces);
+  acc* const partial = !(extrema && linear) ? nullptr
+                       : table.has_partial ? array(true, table.partial_offset)
+                                           : reinterpret_cast<acc*>(grad_x);
+  const auto run = [&](auto extrema_pass, const sr::BackwardSlots& pass_slots, acc* pass_partial,
+                       const acc* pass_base) {
+    constexpr bool kExtrema = decltype(extrema_pass)::value;
+    const sr::BackwardOp<T, index_t, kExtrema> op{
+        colptr, row, csc2csr, rowptr, x, x_stride, out, grad_out, ties, tie_slots, a, b,
+        a ? nullptr : mean, F, K, pass_slots, grad_x, pass_partial, pass_base};
+    constexpr int kLanes = kExtrema ? sr::kExtremumVec<T> : kPack;
+    if (packed) sr::run_schedule<kLanes>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream);
+    else sr::run_schedule<1>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream);
   };
-  if (cpu::segment_reduce_extrema_only(reduces)) run(std::true_type{});
-  else run(std::false_type{});
+  if (linear) {
+    sr::BackwardSlots linear_slots = slots;
+    linear_slots.min = linear_slots.max = -1;
+    run(std::false_type{}, linear_slots, partial, nullptr);
+  }
+  if (extrema) run(std::true_type{}, slots, nullptr, partial);
 }
 
 }  // namespace iognn::cuda
