@@ -3,11 +3,13 @@
 //
 // Forward: a running (value, count, first) per feature: count = how many edges folded so far hold
 // a value equal to `value`, first = the CSR position of the earliest of them. It starts at the
-// identity (+inf for min, -inf for max, count 0), so an empty row ends with count 0. A NaN beats
-// every number and is final (torch.amin / amax); its count is 0 since NaN equals nothing. Folding
-// is associative: segments of a row folded separately and merged in CSR order give the same
-// value, count and first edge as one sequential fold (the value kept on an equal candidate is the
-// earlier one, which only matters for the sign of a zero).
+// identity (+inf for min, -inf for max, count 0, first = the position of the first edge to fold,
+// which holds the value when it equals the identity), so an empty row ends with count 0. A NaN
+// beats every number and is final (torch.amin / amax); count and first of a NaN mean nothing (a
+// NaN equals nothing: tie_code and extremum_merge read its count as 0). Folding is associative:
+// segments of a row folded separately and merged in CSR order give the same value, count and first
+// edge as one sequential fold (the value kept on an equal candidate is the earlier one, which only
+// matters for the sign of a zero).
 //
 // Backward (torch's scatter_reduce(amin / amax, include_self=False) derivative, which PyG 2.8's
 // MinAggregation / MaxAggregation go through): the gradient g of out[i,f] is split evenly among
@@ -51,10 +53,10 @@ IOGNN_HD int64_t tie_wide_rows(int64_t num_edges) { return num_edges / kTieSatur
 IOGNN_HD int64_t tie_wide_row(int64_t row_begin) { return row_begin / kTieSaturated; }
 
 template <bool kMax, typename acc, typename count_t>
-IOGNN_HD void extremum_init(acc& value, count_t& count, count_t& first) {
+IOGNN_HD void extremum_init(acc& value, count_t& count, count_t& first, count_t begin) {
   value = kMax ? -acc(INFINITY) : acc(INFINITY);
   count = 0;
-  first = 0;
+  first = begin;
 }
 
 // Folds a later candidate (v held by n edges, the earliest at position v_first).
@@ -72,14 +74,22 @@ IOGNN_HD void extremum_merge(acc& value, count_t& count, count_t& first, acc v, 
   }
 }
 
+// Folds the edge at `position` (after the edges folded so far, in CSR order), branch-free: the
+// GPU kernels run it per edge and feature, where its instruction count bounds min and max
+// together. Compares with a NaN on either side are false: after a NaN value nothing changes but
+// count (meaningless then); a NaN v becomes the value.
 template <bool kMax, typename acc, typename count_t>
 IOGNN_HD void extremum_add(acc& value, count_t& count, count_t& first, acc v, count_t position) {
-  extremum_merge<kMax>(value, count, first, v, count_t(1), position);
+  const bool better = kMax ? v > value : v < value;
+  count = better ? count_t(1) : count + count_t(v == value);
+  first = better ? position : first;
+  value = better || v != v ? v : value;
 }
 
 // The tie code of a finished row (first: the earliest holder's position within the row).
 template <typename acc>
 IOGNN_HD uint16_t tie_code(acc value, int64_t count, int64_t first) {
+  if (value != value) count = 0;  // (extremum_add leaves it undefined)
   if (count == 1 && value != acc(0) && first < int64_t(kTieTagged)) return uint16_t(first);
   return uint16_t(kTieTagged | uint16_t(count < kTieSaturated ? count : kTieSaturated));
 }

@@ -116,8 +116,8 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
       std::fill(sum.begin(), sum.end(), acc(0));
       std::fill(sum_sq.begin(), sum_sq.end(), acc(0));
       for (int64_t f = 0; f < F; ++f) {
-        extremum_init<false>(min_v[f], min_n[f], min_first[f]);
-        extremum_init<true>(max_v[f], max_n[f], max_first[f]);
+        extremum_init<false>(min_v[f], min_n[f], min_first[f], begin);
+        extremum_init<true>(max_v[f], max_n[f], max_first[f], begin);
       }
       for (int64_t p = begin; p < end; ++p) {
         const T* xj = x + int64_t(col[p]) * x_stride;

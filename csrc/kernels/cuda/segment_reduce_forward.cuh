@@ -113,8 +113,9 @@ struct ForwardOp {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
       s.sum[e] = s.sq[e] = acc(0);
-      extremum_init<false>(s.lo[e], s.lo_n[e], s.lo_first[e]);
-      extremum_init<true>(s.hi[e], s.hi_n[e], s.hi_first[e]);
+      // (first: set by accumulate, which knows where the row's or segment's edges begin)
+      extremum_init<false>(s.lo[e], s.lo_n[e], s.lo_first[e], index_t(0));
+      extremum_init<true>(s.hi[e], s.hi_n[e], s.hi_first[e], index_t(0));
     }
   }
 
@@ -139,6 +140,10 @@ struct ForwardOp {
   __device__ void accumulate(State<VEC>& s, int64_t, int64_t begin, int64_t end, int64_t f0,
                              const GroupLanes&) const {
     const T* xf = x + f0;
+    if (has_min() || has_max()) {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) s.lo_first[e] = s.hi_first[e] = index_t(begin);
+    }
     int64_t p = begin;
     for (; p + kEdgeUnroll <= end; p += kEdgeUnroll) {
       Pack<T, VEC> v[kEdgeUnroll];
