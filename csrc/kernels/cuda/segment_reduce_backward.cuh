@@ -99,55 +99,6 @@ inline BackwardSlots backward_slots(const std::vector<SegmentReduce>& reduces) {
   return s;
 }
 
-// Step 1: a and b for every (i, f) (nullptr: not tabulated); rows without in-edges get 0 (no edge
-// reads them).
-template <typename T, typename index_t>
-__global__ void coefficients_kernel(const index_t* rowptr, const T* out, const T* grad_out,
-                                    const acc_t<T>* mean, int64_t num_dst, int64_t F, int64_t K,
-                                    BackwardSlots slots, acc_t<T>* a, acc_t<T>* b) {
-  using acc = acc_t<T>;
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < num_dst * F; n += stride) {
-    const int64_t i = n / F, f = n - i * F;
-    const int64_t deg_n = int64_t(rowptr[i + 1]) - int64_t(rowptr[i]);
-    const acc deg = acc(deg_n > 0 ? deg_n : 1);
-    const T* g = grad_out + i * K * F + f;
-    acc bv = acc(0);
-    if (b) {
-      if (slots.var >= 0) bv += acc(2) * to_acc(g[slots.var * F]) / deg;
-      if (slots.std >= 0) {
-        const acc std_i = to_acc(out[i * K * F + slots.std * F + f]);
-        if (std_i > acc(0))  // masked or NaN std: PyG's clamp passes no gradient
-          bv += to_acc(g[slots.std * F]) / (deg * std_i);
-      }
-      b[n] = deg_n > 0 ? bv : acc(0);
-    }
-    if (a) {
-      acc av = b ? -bv * mean[n] : acc(0);  // folded: see above
-      if (slots.sum >= 0) av += to_acc(g[slots.sum * F]);
-      if (slots.mean >= 0) av += to_acc(g[slots.mean * F]) / deg;
-      a[n] = deg_n > 0 ? av : acc(0);
-    }
-  }
-}
-
-// The gradient of the unscaled results of a scaled forward, one thread per (i, c), coalesced.
-template <typename T>
-__global__ void fold_scales_kernel(const T* grad_out, const T* scale, int64_t num_dst,
-                                   int64_t num_scales, int64_t KF, T* g) {
-  using acc = acc_t<T>;
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < num_dst * KF; n += stride) {
-    const int64_t i = n / KF, c = n - i * KF;
-    acc sum = acc(0);
-    for (int64_t s = 0; s < num_scales; ++s) {  // scaler order, product then sum as the host does
-      const int64_t is = i * num_scales + s;
-      sum += mul_rn(to_acc(scale[is]), to_acc(grad_out[is * KF + c]));
-    }
-    g[n] = from_acc<T>(sum);
-  }
-}
-
 // VEC consecutive values (acc coefficients or tie counts) in loads of up to 16 bytes; the address
 // is aligned to min(16, VEC * sizeof(V)) bytes.
 template <int VEC, typename V>
@@ -178,6 +129,87 @@ __device__ __forceinline__ void store_values(V* p, const V (&v)[VEC]) {
 #pragma unroll
     for (int e = 0; e < kPer; ++e) pk.v[e] = v[h * kPer + e];
     store_pack<V, kPer>(p + h * kPer, pk);
+  }
+}
+
+// Step 1: a and b for every (i, f) (nullptr: not tabulated); rows without in-edges get 0 (no edge
+// reads them). One thread per (i, VEC consecutive features), coalesced, VEC-wide loads and stores
+// (F % VEC == 0, rows aligned for them): the kernel reads four [num_dst, F] arrays and writes two.
+template <typename T, typename index_t, int VEC>
+__global__ void coefficients_kernel(const index_t* rowptr, const T* out, const T* grad_out,
+                                    const acc_t<T>* mean, int64_t num_dst, int64_t F, int64_t K,
+                                    BackwardSlots slots, acc_t<T>* a, acc_t<T>* b) {
+  using acc = acc_t<T>;
+  const int64_t chunks = F / VEC;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < num_dst * chunks;
+       n += step) {
+    const int64_t i = n / chunks, f0 = (n - i * chunks) * VEC, at = i * F + f0;
+    const int64_t deg_n = int64_t(rowptr[i + 1]) - int64_t(rowptr[i]);
+    const acc deg = acc(deg_n > 0 ? deg_n : 1);
+    const T* g = grad_out + i * K * F + f0;
+    const auto grad = [&](int slot) { return load_pack<T, VEC>(g + slot * F); };
+    acc bv[VEC], av[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) bv[e] = av[e] = acc(0);
+    if (b) {
+      if (slots.var >= 0) {
+        const Pack<T, VEC> gv = grad(slots.var);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) bv[e] += acc(2) * to_acc(gv.v[e]) / deg;
+      }
+      if (slots.std >= 0) {
+        const Pack<T, VEC> gs = grad(slots.std);
+        const Pack<T, VEC> o = load_pack<T, VEC>(out + i * K * F + slots.std * F + f0);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const acc std_i = to_acc(o.v[e]);
+          if (std_i > acc(0))  // masked or NaN std: PyG's clamp passes no gradient
+            bv[e] += to_acc(gs.v[e]) / (deg * std_i);
+        }
+      }
+    }
+    if (a) {
+      if (b) {  // folded: see above
+        acc m[VEC];
+        load_values<VEC>(mean + at, m);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) av[e] = -bv[e] * m[e];
+      }
+      if (slots.sum >= 0) {
+        const Pack<T, VEC> gs = grad(slots.sum);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) av[e] += to_acc(gs.v[e]);
+      }
+      if (slots.mean >= 0) {
+        const Pack<T, VEC> gm = grad(slots.mean);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) av[e] += to_acc(gm.v[e]) / deg;
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      if (deg_n == 0) bv[e] = av[e] = acc(0);
+    }
+    if (b) store_values<VEC>(b + at, bv);
+    if (a) store_values<VEC>(a + at, av);
+  }
+}
+
+// The gradient of the unscaled results of a scaled forward, one thread per (i, c), coalesced.
+template <typename T>
+__global__ void fold_scales_kernel(const T* grad_out, const T* scale, int64_t num_dst,
+                                   int64_t num_scales, int64_t KF, T* g) {
+  using acc = acc_t<T>;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < num_dst * KF; n += stride) {
+    const int64_t i = n / KF, c = n - i * KF;
+    acc sum = acc(0);
+    for (int64_t s = 0; s < num_scales; ++s) {  // scaler order, product then sum as the host does
+      const int64_t is = i * num_scales + s;
+      sum += mul_rn(to_acc(scale[is]), to_acc(grad_out[is * KF + c]));
+    }
+    g[n] = from_acc<T>(sum);
   }
 }
 
@@ -585,12 +617,6 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
   };
   acc* const a = array(table.has_a, table.a_offset);
   acc* const b = array(table.has_b, table.b_offset);
-  if ((a || b) && num_dst > 0 && F > 0) {
-    const int64_t blocks = std::min<int64_t>(sr::ceil_div(num_dst * F, 256), 65536);
-    sr::coefficients_kernel<T, index_t><<<unsigned(blocks), 256, 0, stream>>>(
-        rowptr, out, grad_out, mean, num_dst, F, K, slots, a, b);
-    sr::check_launch("segment_reduce backward coefficients");
-  }
   const sr::HeavyPlan plan = sr::backward_plan<T>(num_src, num_edges, F);
   void* heavy_ws = ws ? ws + table_bytes : nullptr;
   const size_t heavy_bytes = workspace_bytes > table_bytes ? workspace_bytes - table_bytes : 0;
@@ -600,6 +626,18 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
   const bool packed = F % kPack == 0 && x_stride % kPack == 0 && is_aligned16(x) &&
                       is_aligned16(out) && is_aligned16(grad_out) && is_aligned16(grad_x) &&
                       (!mean || is_aligned16(mean)) && sr::tie_planes_aligned(ties, kPack);
+  if ((a || b) && num_dst > 0 && F > 0) {
+    const auto coefficients = [&](auto vec) {
+      constexpr int VEC = decltype(vec)::value;
+      const int64_t blocks = std::min<int64_t>(sr::ceil_div(num_dst * (F / VEC), 256), 65536);
+      sr::coefficients_kernel<T, index_t, VEC><<<unsigned(blocks), 256, 0, stream>>>(
+          rowptr, out, grad_out, mean, num_dst, F, K, slots, a, b);
+      sr::check_launch("segment_reduce backward coefficients");
+    };
+    // acc's 16-byte packs divide T's (kPack), so `packed` aligns them too.
+    if (packed) coefficients(std::integral_constant<int, int(16 / sizeof(acc))>{});
+    else coefficients(std::integral_constant<int, 1>{});
+  }
   // The passes: the linear one (sums, means, var / std) and the min / max one; with both, the
   // first leaves its sums in `partial` (acc: grad_x itself when T is acc, else the workspace's
   // array) and the second adds them when it stores grad_x.
