@@ -76,8 +76,8 @@ IOGNN_HD void extremum_merge(acc& value, count_t& count, count_t& first, acc v, 
 
 // Folds the edge at `position` (after the edges folded so far, in CSR order), branch-free: the
 // GPU kernels run it per edge and feature, where its instruction count bounds min and max
-// together. Compares with a NaN on either side are false: after a NaN value nothing changes but
-// count (meaningless then); a NaN v becomes the value.
+// together. Compares with a NaN on either side are false: a NaN v becomes the value and leaves
+// count and first as they were (meaningless from then on); after it only another NaN replaces it.
 template <bool kMax, typename acc, typename count_t>
 IOGNN_HD void extremum_add(acc& value, count_t& count, count_t& first, acc v, count_t position) {
   const bool better = kMax ? v > value : v < value;

@@ -48,11 +48,6 @@ bool segment_reduce_extrema_only(const std::vector<SegmentReduce>& reduces) {
   });
 }
 
-bool segment_reduce_backward_needs_x(const std::vector<SegmentReduce>& reduces) {
-  return segment_reduce_needs_mean(reduces) || segment_reduce_has(reduces, SegmentReduce::kMin) ||
-         segment_reduce_has(reduces, SegmentReduce::kMax);
-}
-
 namespace {
 // PyG's StdAggregation: sqrt(clamp(var, min=1e-5)), masked to 0 where <= sqrt(1e-5). Both
 // constants are rounded to the accumulation type, as torch does for a Python scalar.

@@ -39,9 +39,8 @@ std::vector<SegmentReduce> parse_segment_reduces(const std::vector<std::string>&
 // Which auxiliary outputs a list of reductions needs (tie codes, the per-row mean).
 bool segment_reduce_has(const std::vector<SegmentReduce>& reduces, SegmentReduce r);
 bool segment_reduce_needs_mean(const std::vector<SegmentReduce>& reduces);
-// Whether the backward reads x (var, std, min or max).
-bool segment_reduce_backward_needs_x(const std::vector<SegmentReduce>& reduces);
-// Whether only min and / or max are requested (the CUDA backward has a kernel of its own for them).
+// Whether only min and / or max are requested (the CUDA backward then runs its min / max pass
+// alone).
 bool segment_reduce_extrema_only(const std::vector<SegmentReduce>& reduces);
 
 // Where the min / max tie codes of one call go (segment_extremum.h): their two byte planes, lead
