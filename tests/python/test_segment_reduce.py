@@ -303,6 +303,26 @@ def test_nan_propagates_like_amax():
     assert_matches_pyg(g, ei, x, reduces, 4, torch.randn(4, 6), tolerance(torch.float32))
 
 
+@pytest.mark.parametrize("reduces", [["min"], ["max"], ["max", "min", "sum"]],
+                         ids=["min", "max", "max+min+sum"])
+def test_infinite_values_match_pyg(reduces):
+    # +-inf is the fold's identity: an extremum of +-inf held by the row's first edge, by a later
+    # edge after finite ones, by several edges (duplicates included), next to NaN and finite values.
+    inf, nan = float("inf"), float("nan")
+    x = torch.tensor([[inf, -inf, inf, nan], [5.0, -inf, inf, inf], [inf, 2.0, inf, -inf],
+                      [-inf, inf, inf, 1.0]], requires_grad=True)
+    ei = torch.tensor([[0, 1, 1, 0, 2, 0, 2, 3, 3, 3, 2],
+                       [0, 0, 1, 1, 2, 3, 3, 3, 4, 4, 5]])
+    g = iognn.Graph(ei, (4, 7))  # destination 6: no in-edges
+    out = segment_reduce(g, x, reduces)
+    if reduces == ["min"]:  # row 2 (one edge, +inf): the first edge is the sole holder
+        assert out[2].tolist()[:3] == [inf, 2.0, inf] and out[0, 0] == 5.0
+        _, ties, _, _, _ = torch.ops.iognn.segment_reduce(*ops_args(g, x.detach(), reduces))
+        assert tie_codes(ties)[2, 0, 0] == 0
+    grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(3))
+    assert_matches_pyg(g, ei, x, reduces, 7, grad, tolerance(torch.float32))
+
+
 def test_bad_inputs_raise_clear_errors():
     ei = torch.tensor([[0, 1, 2], [1, 2, 0]])
     g = iognn.Graph(ei, 3)

@@ -354,6 +354,24 @@ def test_nan_propagates_like_amax(degree):
     assert got[4].cpu()[sources, 0].isnan().all()
 
 
+@pytest.mark.parametrize("degree", [3, 3000])
+def test_infinite_values_match_cpu(degree):
+    # +-inf is the min / max fold's identity: every f0 value is +inf (min: tied in rows of two or
+    # more edges, a sole holder in rows of one), 90 of 100 sources are +inf in f1 (a split row's
+    # segments fold +inf runs before finite values), some f2 values are -inf, and one f3 value is
+    # +inf (the max's sole holder wherever that source sends); heavy sources in the backward too.
+    g = graph_with_hubs(100, [degree], 300, seed=17, out_degrees=[3000])
+    gen = torch.Generator().manual_seed(18)
+    x = torch.randn(100, 8, generator=gen)
+    x[:, 0] = float("inf")
+    x[:90, 1] = float("inf")
+    x[torch.randperm(100, generator=gen)[:10], 2] = float("-inf")
+    x[5, 3] = float("inf")
+    for reduces in (["min"], ["max"], ["min", "max", "sum"]):
+        got = check_against_cpu(g, x, reduces, seed=19)
+        assert got[0][:, 0].isinf().sum() > 0
+
+
 def test_empty_rows_give_zeros_and_no_ties():
     ei = torch.tensor([[0, 1, 2, 2], [1, 1, 3, 3]])
     g = iognn.Graph(ei, (3, 6))
