@@ -3,7 +3,7 @@ torch.cuda.profiler.start() / stop(), for Nsight Compute on the GPU machine:
 
     ncu --clock-control none --profile-from-start off -k regex:light_rows \\
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \\
-        python3 scripts/profile_reductions.py --graph uniform:1000000:16 \
+        python3 scripts/profile_reductions.py --graph uniform:1000000:16 \\
         --reduces min min+max+mean+std
 
 Usage: python scripts/profile_reductions.py [--graph SPEC] [--reduces R ...] [--dtype fp32]
