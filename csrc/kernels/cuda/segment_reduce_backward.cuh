@@ -565,11 +565,8 @@ struct BackwardOp {
     }
     Pack<T, VEC> o;
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      // A plain load: with T == acc, base is grad_x, which this lane then overwrites.
-      const acc first = base ? base[n + e] : acc(0);
-      o.v[e] = from_acc<T>(base ? first + s.sum[e] : s.sum[e]);
-    }
+    for (int e = 0; e < VEC; ++e)  // (a plain load: with T == acc, base is grad_x itself)
+      o.v[e] = from_acc<T>(base ? base[n + e] + s.sum[e] : s.sum[e]);
     store_pack<T, VEC>(grad_x + n, o);
   }
 };
@@ -646,9 +643,10 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
   // first leaves its sums in `partial` (acc: grad_x itself when T is acc, else the workspace's
   // array) and the second adds them when it stores grad_x.
   const bool extrema = tie_slots.count > 0, linear = !cpu::segment_reduce_extrema_only(reduces);
-  acc* const partial = !(extrema && linear) ? nullptr
-                       : table.has_partial ? array(true, table.partial_offset)
-                                           : reinterpret_cast<acc*>(grad_x);
+  acc* partial = nullptr;
+  if (sr::split_backward(reduces))
+    partial =
+        table.has_partial ? array(true, table.partial_offset) : reinterpret_cast<acc*>(grad_x);
   const auto run = [&](auto extrema_pass, const sr::BackwardSlots& pass_slots, acc* pass_partial,
                        const acc* pass_base) {
     constexpr bool kExtrema = decltype(extrema_pass)::value;

@@ -69,7 +69,8 @@ struct ForwardOp {
   // ptxas spends registers on deeper unrolling: fp32 sum took 85), as tight as spill-free allows:
   // 64 registers (min / max at most 4 features a lane: kExtremumVec), but 80 for min and max
   // together with 64-bit indices (their counts and first holders; 64 spilled 48 bytes, 300 with
-  // the sums). None for the general kernels.
+  // the sums; the segment kernel of all four parts still spills 16 bytes at 80). None for the
+  // general kernels.
   static constexpr int kExtrema = ((kParts & kPartMin) != 0) + ((kParts & kPartMax) != 0);
   static constexpr bool kRuntime = (kParts & ~kPartFirst) == 0;
   static constexpr int kMinBlocks = kRuntime                                ? 1
