@@ -252,6 +252,28 @@ def test_int32_and_int64_graphs_agree_bitwise(reduces):
 
 
 # ---- schedule: super-nodes, ties, NaN, empty rows, determinism, streams ------------------------
+def test_more_heavy_rows_than_merge_blocks():
+    # 2,500 destinations of in-degree 300 and 2,500 sources of out-degree 300 among 600k nodes
+    # (1.5M edges): each is a heavy row of the schedule in fp64 (its threshold is 182 here, forward
+    # and backward: segment_reduce_schedule.cuh), and 2,500 rows are more than the slot-table and
+    # merge grids have blocks (two waves of resident blocks: 2,112 / 1,056 on an H100), so their
+    # blocks stride over several rows.
+    n, heavy, deg, F = 600_000, 2_500, 300, 32
+    gen = torch.Generator().manual_seed(41)
+    into = torch.stack([torch.randint(0, n, (heavy * deg,), generator=gen),
+                        torch.arange(heavy).repeat_interleave(deg)])
+    out_of = torch.stack([(n - 1 - torch.arange(heavy)).repeat_interleave(deg),
+                          torch.randint(0, n, (heavy * deg,), generator=gen)])
+    g = iognn.Graph(torch.cat([into, out_of], 1), n)
+    x = torch.randn(n, F, dtype=torch.float64, generator=gen)
+    for reduces in (ALL_SIX, ["min"], ["sum"]):
+        grad = torch.randn(n, len(reduces) * F, dtype=torch.float64, generator=gen)
+        first = check_against_cpu(g, x, reduces, grad=grad)
+        again = run_op(g.to("cuda"), x.cuda(), reduces, grad.cuda())
+        for a, b in zip(first, again):  # bit-identical rerun
+            assert torch.equal(a, b)
+
+
 @pytest.mark.slow
 def test_million_edge_hubs():
     # Destination 0 has 10^6 in-edges (split over many segments and blocks); source 1 has 10^6

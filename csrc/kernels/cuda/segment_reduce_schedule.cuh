@@ -23,9 +23,12 @@
 //
 // Heavy rows are found per call by a small kernel that hands out heavy-row indices and slot ranges
 // with 64-bit integer atomics (the order of that list varies between runs, which cannot change any
-// value: a row's segments, their edges and their merge order depend only on the row). Kernel grids
-// are sized from host-side bounds (max_heavy, max_slots), so nothing is read back to the host; the
-// surplus blocks exit at once.
+// value: a row's segments, their edges and their merge order depend only on the row). Nothing is
+// read back to the host: the segment kernel's grid is sized from the host-side bound max_slots
+// (its surplus blocks exit at once), the slot-table and merge kernels loop over the heavy rows
+// found with a grid of a few resident waves (their bound, max_heavy, is far above the rows found
+// on most graphs, and launching that many 512-thread blocks cost ~250 us a call even when they all
+// exit: H100, uniform:1000000:16, backward).
 #pragma once
 
 #include <algorithm>
@@ -250,16 +253,18 @@ __global__ void find_heavy_rows_kernel(const index_t* offsets, int64_t num_rows,
   }
 }
 
-// slot_heavy[heavy_base[h] + k] = h for each segment k of heavy row h: one block per heavy row.
+// slot_heavy[heavy_base[h] + k] = h for each segment k of heavy row h: a block per heavy row at a
+// time, the blocks striding over the rows found.
 template <typename index_t>
 __global__ void fill_slot_table_kernel(const index_t* offsets, HeavyRows hr) {
-  const int64_t h = blockIdx.x;
-  if (h >= hr.num_heavy()) return;
-  const int64_t r = hr.heavy_row[h];
-  if (r < 0) return;
-  const int64_t nseg = ceil_div(int64_t(offsets[r + 1]) - int64_t(offsets[r]), hr.segment_edges);
-  const int64_t base = hr.heavy_base[h];
-  for (int64_t k = threadIdx.x; k < nseg; k += blockDim.x) hr.slot_heavy[base + k] = uint32_t(h);
+  const int64_t num_heavy = hr.num_heavy();
+  for (int64_t h = blockIdx.x; h < num_heavy; h += gridDim.x) {
+    const int64_t r = hr.heavy_row[h];
+    if (r < 0) continue;
+    const int64_t nseg = ceil_div(int64_t(offsets[r + 1]) - int64_t(offsets[r]), hr.segment_edges);
+    const int64_t base = hr.heavy_base[h];
+    for (int64_t k = threadIdx.x; k < nseg; k += blockDim.x) hr.slot_heavy[base + k] = uint32_t(h);
+  }
 }
 
 // One group per (slot, chunk): folds the slot's segment into its workspace State.
@@ -288,46 +293,51 @@ __global__ void __launch_bounds__(kLightThreads, Op::kMinBlocks)
   op.save(st, hr.slot(s), f0);
 }
 
-// One block per (heavy row, chunk): merges the row's slots in segment order, one feature per lane
-// (small States: many groups per block and several slot loads in flight), and writes the row.
+// One block per (heavy row, chunk) at a time, the blocks striding over those of the rows found:
+// merges the row's slots in segment order, one feature per lane (small States: many groups per
+// block and several slot loads in flight), and writes the row.
 template <class Op>
 __global__ void __launch_bounds__(kMergeThreads) merge_kernel(const Op op, HeavyRows hr, Lanes lanes) {
   extern __shared__ __align__(16) unsigned char merge_smem[];
   using State = typename Op::template State<1>;
   State* group_states = reinterpret_cast<State*>(merge_smem);
-  const int64_t h = blockIdx.x / lanes.chunks;
-  const int64_t chunk = blockIdx.x - h * lanes.chunks;
-  if (h >= hr.num_heavy()) return;  // uniform over the block
-  const int64_t r = hr.heavy_row[h];
-  if (r < 0) return;  // uniform over the block
-  const int64_t deg = op.offset(r + 1) - op.offset(r);
-  const int64_t nseg = ceil_div(deg, hr.segment_edges);
-  const int64_t base = hr.heavy_base[h];
   const int lane = int(threadIdx.x) & (lanes.group - 1);
   const int group = int(threadIdx.x) / lanes.group;
   const int groups = int(blockDim.x) / lanes.group;
-  const int64_t f = chunk * lanes.group + lane;
-  const bool active = f < op.F;
-  State st;
-  op.init(st);
-  if (active) {
-    // Group g merges the contiguous run [nseg*g/groups, nseg*(g+1)/groups) of the row's slots.
-    const int64_t lo = nseg * group / groups, hi = nseg * (group + 1) / groups;
-    int64_t k = lo;
-    for (; k + kMergeUnroll <= hi; k += kMergeUnroll) {
-      State part[kMergeUnroll];
+  const int64_t tasks = hr.num_heavy() * lanes.chunks;
+  for (int64_t task = blockIdx.x; task < tasks; task += gridDim.x) {  // uniform over the block
+    const int64_t h = task / lanes.chunks;
+    const int64_t r = hr.heavy_row[h];
+    if (r < 0) continue;
+    const int64_t deg = op.offset(r + 1) - op.offset(r);
+    const int64_t nseg = ceil_div(deg, hr.segment_edges);
+    const int64_t base = hr.heavy_base[h];
+    const int64_t f = (task - h * lanes.chunks) * lanes.group + lane;
+    const bool active = f < op.F;
+    State st;
+    op.init(st);
+    if (active) {
+      // Group g merges the contiguous run [nseg*g/groups, nseg*(g+1)/groups) of the row's slots.
+      const int64_t lo = nseg * group / groups, hi = nseg * (group + 1) / groups;
+      int64_t k = lo;
+      for (; k + kMergeUnroll <= hi; k += kMergeUnroll) {
+        State part[kMergeUnroll];
 #pragma unroll
-      for (int u = 0; u < kMergeUnroll; ++u) part[u] = op.template load<1>(hr.slot(base + k + u), f);
+        for (int u = 0; u < kMergeUnroll; ++u)
+          part[u] = op.template load<1>(hr.slot(base + k + u), f);
 #pragma unroll
-      for (int u = 0; u < kMergeUnroll; ++u) op.merge(st, part[u]);
+        for (int u = 0; u < kMergeUnroll; ++u) op.merge(st, part[u]);
+      }
+      for (; k < hi; ++k) op.merge(st, op.template load<1>(hr.slot(base + k), f));
     }
-    for (; k < hi; ++k) op.merge(st, op.template load<1>(hr.slot(base + k), f));
+    group_states[threadIdx.x] = st;
+    __syncthreads();
+    if (group == 0 && active) {
+      for (int g = 1; g < groups; ++g) op.merge(st, group_states[g * lanes.group + lane]);
+      op.finalize(st, r, deg, f);
+    }
+    __syncthreads();  // group_states is reused by the next task
   }
-  group_states[threadIdx.x] = st;
-  __syncthreads();
-  if (group != 0 || !active) return;
-  for (int g = 1; g < groups; ++g) op.merge(st, group_states[g * lanes.group + lane]);
-  op.finalize(st, r, deg, f);
 }
 
 // ---- host driver ------------------------------------------------------------------------------
@@ -341,6 +351,20 @@ inline unsigned grid_size(int64_t blocks, const char* kernel) {
   IOGNN_CHECK(blocks <= INT_MAX, ValueError, kernel, ": the problem needs ", blocks,
               " blocks, more than a CUDA grid holds");
   return unsigned(blocks);
+}
+
+// Blocks of `threads` threads for a kernel that strides over at most `tasks` block-sized tasks: a
+// few waves of the current device's resident blocks (kStrideWaves), fewer when there are fewer
+// tasks. Two cheap attribute queries, no synchronisation.
+constexpr int kStrideWaves = 2;
+inline unsigned strided_grid(int64_t tasks, int threads) {
+  int device = 0, sms = 0, threads_per_sm = 0;
+  IOGNN_CUDA_CHECK(cudaGetDevice(&device));
+  IOGNN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  IOGNN_CUDA_CHECK(
+      cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device));
+  const int64_t waves = int64_t(kStrideWaves) * sms * std::max(1, threads_per_sm / threads);
+  return unsigned(std::max<int64_t>(1, std::min(tasks, waves)));
 }
 
 // Runs the whole schedule of `op` over num_rows rows (offsets: the op's row offsets) on `stream`,
@@ -380,15 +404,15 @@ void run_schedule(const Op& op, const index_t* offsets, int64_t num_rows, const 
   const int64_t find_blocks = std::min<int64_t>(ceil_div(num_rows, 256), 1024);
   find_heavy_rows_kernel<index_t><<<unsigned(find_blocks), 256, 0, stream>>>(offsets, num_rows, hr);
   check_launch("segment_reduce find heavy rows");
-  fill_slot_table_kernel<index_t><<<grid_size(plan.max_heavy, "segment_reduce slot table"), 256, 0,
-                                    stream>>>(offsets, hr);
+  fill_slot_table_kernel<index_t><<<strided_grid(plan.max_heavy, 256), 256, 0, stream>>>(offsets,
+                                                                                         hr);
   check_launch("segment_reduce slot table");
   segment_kernel<VEC, Op><<<grid_size(ceil_div(plan.max_slots * lanes.chunks, groups_per_block),
                                       "segment_reduce segments"),
                             kLightThreads, 0, stream>>>(op, hr, lanes);
   check_launch("segment_reduce segments");
   const Lanes merge_lanes = make_lanes(op.F, 1);
-  merge_kernel<Op><<<grid_size(plan.max_heavy * merge_lanes.chunks, "segment_reduce merge"),
+  merge_kernel<Op><<<strided_grid(plan.max_heavy * merge_lanes.chunks, kMergeThreads),
                      kMergeThreads, kMergeThreads * sizeof(MergeState), stream>>>(op, hr,
                                                                                   merge_lanes);
   check_launch("segment_reduce merge");
