@@ -7,8 +7,9 @@
 //           max is requested (n of them, min first): who holds each result, as tie codes in two
 //           byte planes (kernels/cpu/segment_extremum.h; wide entries are written only where a
 //           count saturates); mean: [num_dst, F] in the accumulation dtype (fp32; fp64 for fp64)
-//           when var or std is requested; each is an empty [0] tensor otherwise. They exist for
-//           the backward only.
+//           when var or std is requested, unless the mean is requested too and x is fp32 / fp64
+//           (the backward then reads out's mean); each is an empty [0] tensor otherwise. They
+//           exist for the backward only.
 //           scale [num_dst, S] (x's dtype): PNA's degree scalers applied in the epilogue; out is
 //           then [num_dst, S*K*F] (block s = scale[:, s] * results) and plain [num_dst, K*F]
 //           holds the unscaled results (else an empty [0] tensor). kernels/cpu/segment_reduce.h.
@@ -85,11 +86,12 @@ at::Tensor segment_reduce_backward_cpu(const at::Tensor& colptr, const at::Tenso
     }
     dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
       using I = typename decltype(it)::type;
-      cpu::segment_reduce_backward<T, I>(
-          cptr<I>(colptr), cptr<I>(row), cptr<I>(rowptr), cptr<T>(t.x), t.x.stride(0),
-          cptr<T>(t.out), tie_view(call, t.ties, t.wide),
-          call.want_mean ? cptr<acc_t<T>>(t.mean) : nullptr, cptr<T>(t.grad_out), call.num_src,
-          call.F, call.reduces, ptr<T>(t.grad_x));
+      const auto [mean, mean_stride] = t.mean_rows<T>(call);
+      cpu::segment_reduce_backward<T, I>(cptr<I>(colptr), cptr<I>(row), cptr<I>(rowptr),
+                                         cptr<T>(t.x), t.x.stride(0), cptr<T>(t.out),
+                                         tie_view(call, t.ties, t.wide), mean, mean_stride,
+                                         cptr<T>(t.grad_out), call.num_src, call.F, call.reduces,
+                                         ptr<T>(t.grad_x));
     });
   });
   return t.grad_x;

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -26,6 +27,10 @@ struct SegmentReduceCall {
   cpu::TieSlots ties;  // the extrema with tie codes (ties / wide exist when ties.count > 0)
   bool want_mean;      // whether the mean output exists
   int64_t S = 0;       // degree scalers (scale's columns), 0 without
+  // var / std with the mean among the results and x of its own accumulation dtype (fp32, fp64):
+  // the backward reads the mean from that slot of the (plain) results, and the mean output is
+  // empty. -1 otherwise.
+  int64_t mean_slot = -1;
 
   int64_t wide_rows() const { return tie_wide_rows(num_edges); }
 };
@@ -88,11 +93,17 @@ inline int64_t check_scale(const std::optional<at::Tensor>& scale, int64_t num_d
 }
 
 inline SegmentReduceCall describe(std::vector<cpu::SegmentReduce> reduces, int64_t num_src,
-                                  int64_t num_dst, int64_t num_edges, int64_t F, int64_t S) {
+                                  int64_t num_dst, int64_t num_edges, int64_t F, int64_t S,
+                                  at::ScalarType dtype) {
   const cpu::TieSlots ties = cpu::segment_reduce_tie_slots(reduces);
-  const bool want_mean = cpu::segment_reduce_needs_mean(reduces);
+  int64_t mean_slot = -1;
+  if (cpu::segment_reduce_needs_mean(reduces) && acc_dtype(dtype) == dtype) {
+    const auto at = std::find(reduces.begin(), reduces.end(), cpu::SegmentReduce::kMean);
+    if (at != reduces.end()) mean_slot = at - reduces.begin();
+  }
+  const bool want_mean = cpu::segment_reduce_needs_mean(reduces) && mean_slot < 0;
   const int64_t K = int64_t(reduces.size());
-  return {std::move(reduces), num_src, num_dst, num_edges, F, K, ties, want_mean, S};
+  return {std::move(reduces), num_src, num_dst, num_edges, F, K, ties, want_mean, S, mean_slot};
 }
 
 }  // namespace segment_reduce_detail
@@ -113,7 +124,7 @@ inline SegmentReduceCall check_segment_reduce(const char* op, const at::Tensor& 
   TORCH_CHECK_VALUE(rowptr.numel() >= 1, op, ": rowptr must have num_dst + 1 >= 1 entries");
   const int64_t S = d::check_scale(scale, rowptr.numel() - 1, x, op);
   return d::describe(std::move(reduces), colptr.numel() - 1, rowptr.numel() - 1, col.numel(),
-                     x.size(1), S);
+                     x.size(1), S, x.scalar_type());
 }
 
 // Checks the backward's arguments, including the forward outputs it is handed back.
@@ -131,8 +142,9 @@ inline SegmentReduceCall check_segment_reduce_backward(
   TORCH_CHECK_VALUE(csc2csr.numel() == row.numel(), op, ": csc2csr must have one entry per edge (",
                     row.numel(), "), got ", csc2csr.numel());
   const int64_t S = d::check_scale(scale, rowptr.numel() - 1, x, op);
-  const SegmentReduceCall call = d::describe(std::move(reduces), colptr.numel() - 1,
-                                             rowptr.numel() - 1, row.numel(), x.size(1), S);
+  const SegmentReduceCall call =
+      d::describe(std::move(reduces), colptr.numel() - 1, rowptr.numel() - 1, row.numel(),
+                  x.size(1), S, x.scalar_type());
   const auto n = call.num_dst, F = call.F, KF = call.K * F, N = int64_t(call.ties.count);
   const char* const kRows = "rows (destination nodes)";
   const auto dtype = x.scalar_type();
@@ -157,7 +169,8 @@ using SegmentReduceOutputs =
 // extrema (kernels/cpu/segment_extremum.h); mean [num_dst, F] in the accumulation dtype with var /
 // std; plain [num_dst, K*F] like x with degree scalers; empty [0] tensors otherwise. The wide table
 // is zero-filled (the kernels write only its saturated entries; it has a row per 32767 edges), so
-// that every output is a function of the inputs.
+// that every output is a function of the inputs. The mean output is also empty when the results
+// hold it (call.mean_slot).
 inline SegmentReduceOutputs empty_segment_reduce_outputs(const SegmentReduceCall& call,
                                                          const at::Tensor& x) {
   const auto shape = [](bool present, std::vector<int64_t> sizes) {
@@ -204,6 +217,17 @@ cpu::DegreeScales<T> degree_scales(const at::Tensor& scale, at::Tensor& plain) {
 // results (segment_reduce_fold_scales) before the backward proper.
 struct SegmentReduceBackwardOperands {
   at::Tensor x, out, ties, wide, mean, grad_out, grad_x, scale;
+
+  // The forward's per-row mean as the kernels read it (var / std; else null): the mean output,
+  // rows of F, or the mean slot of the results, rows of K*F (T is then its accumulation type).
+  template <typename T>
+  std::pair<const acc_t<T>*, int64_t> mean_rows(const SegmentReduceCall& call) const {
+    if (call.want_mean) return {cptr<acc_t<T>>(mean), call.F};
+    if constexpr (std::is_same_v<T, acc_t<T>>) {  // describe() sets mean_slot only then
+      if (call.mean_slot >= 0) return {cptr<T>(out) + call.mean_slot * call.F, call.K * call.F};
+    }
+    return {nullptr, 0};
+  }
 };
 inline SegmentReduceBackwardOperands segment_reduce_backward_operands(
     const SegmentReduceCall& call, const at::Tensor& x, const at::Tensor& out,

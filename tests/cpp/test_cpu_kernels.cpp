@@ -145,7 +145,7 @@ void run_segment_reduce(const Shape& s, uint64_t seed) {
   cpu::segment_reduce_backward<T, I>(g.colptr.data(), g.row.data(), g.rowptr.data(), x.data(), F,
                                      out.data(),
                                      cpu::TiesView{ties.data(), ties.data() + plane, nullptr, 0},
-                                     mean.data(), grad.data(), s.num_src, F, reduces,
+                                     mean.data(), F, grad.data(), s.num_src, F, reduces,
                                      grad_x.data());
   // min and max alone: the same results and tie codes as in the call of all six.
   std::vector<T> out_extrema(s.num_dst * 2 * F);

@@ -230,6 +230,38 @@ def test_auxiliary_outputs():
     assert ties.numel() == wide.numel() == mean.numel() == 0
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_mean_output_only_where_the_results_lack_it(dtype):
+    # var / std keep the per-row mean for the backward: in the results when the mean is requested
+    # too and x is of its own accumulation dtype (fp32, fp64), else as the mean output. Either way
+    # the gradient is that of the reductions called one by one.
+    gen = torch.Generator().manual_seed(44)
+    n, F = 30, 6
+    g = iognn.Graph(torch.randint(0, n, (2, 200), generator=gen), n)
+    x = torch.randn(n, F, generator=gen).to(dtype)
+    acc = torch.float64 if dtype == torch.float64 else torch.float32
+    expected_mean = torch.ops.iognn.segment_reduce(*ops_args(g, x.double(), ["mean"]))[0]
+    for reduces in (["mean", "std"], ["var", "sum", "mean"], ["std"], ["var", "max"]):
+        fwd = torch.ops.iognn.segment_reduce(*ops_args(g, x, reduces))
+        out, mean = fwd[0], fwd[3]
+        assert mean.dtype == acc
+        if "mean" in reduces and acc == dtype:
+            assert mean.numel() == 0
+        else:
+            assert mean.shape == (n, F)
+            rtol, atol = tolerance(dtype)
+            torch.testing.assert_close(mean.double(), expected_mean, rtol=rtol, atol=atol)
+        grad = torch.randn(out.shape, generator=gen).to(dtype)
+        grad_x = torch.ops.iognn.segment_reduce_backward(*backward_args(g, x, fwd, grad, reduces))
+        one_by_one = sum(
+            torch.ops.iognn.segment_reduce_backward(*backward_args(
+                g, x.double(), torch.ops.iognn.segment_reduce(*ops_args(g, x.double(), [r])),
+                grad[:, k * F:(k + 1) * F].double(), [r]))
+            for k, r in enumerate(reduces))
+        rtol, atol = tolerance(dtype)
+        torch.testing.assert_close(grad_x.double(), one_by_one, rtol=rtol, atol=atol)
+
+
 def test_ties_split_the_gradient_evenly_like_pyg():
     # Destination 0 has in-edges from sources 3, 1, 0, 2, 0 (CSR order 0, 0, 1, 2, 3);
     # destination 1 from sources 2, 1; destinations 2 and 3 have none.

@@ -89,15 +89,15 @@ at::Tensor segment_reduce_backward_cuda(const at::Tensor& colptr, const at::Tens
         cuda::segment_reduce_backward_workspace<T>(call.num_src, call.num_dst, num_edges, call.F,
                                                    call.reduces),
         t.x);
+    const auto [mean, mean_stride] = t.mean_rows<T>(call);
     dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
       using I = typename decltype(it)::type;
       translate_errors([&] {
         cuda::segment_reduce_backward<T, I>(
             cptr<I>(colptr), cptr<I>(row), cptr<I>(csc2csr), cptr<I>(rowptr), cptr<T>(t.x),
-            t.x.stride(0), cptr<T>(t.out), tie_view(call, t.ties, t.wide),
-            call.want_mean ? cptr<acc_t<T>>(t.mean) : nullptr, cptr<T>(t.grad_out), call.num_src,
-            call.num_dst, num_edges, call.F, call.reduces, ptr<T>(t.grad_x), ws.data_ptr(),
-            size_t(ws.numel()), stream);
+            t.x.stride(0), cptr<T>(t.out), tie_view(call, t.ties, t.wide), mean, mean_stride,
+            cptr<T>(t.grad_out), call.num_src, call.num_dst, num_edges, call.F, call.reduces,
+            ptr<T>(t.grad_x), ws.data_ptr(), size_t(ws.numel()), stream);
       });
     });
   });

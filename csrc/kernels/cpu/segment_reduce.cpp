@@ -171,8 +171,9 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
 template <typename T, typename index_t>
 void segment_reduce_backward(const index_t* colptr, const index_t* row, const index_t* rowptr,
                              const T* x, int64_t x_stride, const T* out, TiesView ties,
-                             const acc_t<T>* mean, const T* grad_out, int64_t num_src, int64_t F,
-                             const std::vector<SegmentReduce>& reduces, T* grad_x) {
+                             const acc_t<T>* mean, int64_t mean_stride, const T* grad_out,
+                             int64_t num_src, int64_t F, const std::vector<SegmentReduce>& reduces,
+                             T* grad_x) {
   using acc = acc_t<T>;
   const int64_t K = int64_t(reduces.size());
   const TieSlots tie_slots = segment_reduce_tie_slots(reduces);
@@ -208,13 +209,13 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
               break;
             case SegmentReduce::kVar:
               for (int64_t f = 0; f < F; ++f)
-                sum[f] += acc(2) * load(g + f) * (load(xj + f) - mean[i * F + f]) / deg;
+                sum[f] += acc(2) * load(g + f) * (load(xj + f) - mean[i * mean_stride + f]) / deg;
               break;
             case SegmentReduce::kStd:
               for (int64_t f = 0; f < F; ++f) {
                 const acc std_i = load(o + f);
                 if (std_i > acc(0))  // masked or NaN std: PyG's clamp passes no gradient
-                  sum[f] += load(g + f) * (load(xj + f) - mean[i * F + f]) / (deg * std_i);
+                  sum[f] += load(g + f) * (load(xj + f) - mean[i * mean_stride + f]) / (deg * std_i);
               }
               break;
           }
@@ -258,7 +259,8 @@ template void segment_reduce_fold_scales<bf16_t>(const bf16_t*, const bf16_t*, i
       const std::vector<SegmentReduce>&, T*, Ties, acc_t<T>*, DegreeScales<T>);                    \
   template void segment_reduce_backward<T, index_t>(                                               \
       const index_t*, const index_t*, const index_t*, const T*, int64_t, const T*, TiesView,       \
-      const acc_t<T>*, const T*, int64_t, int64_t, const std::vector<SegmentReduce>&, T*);
+      const acc_t<T>*, int64_t, const T*, int64_t, int64_t, const std::vector<SegmentReduce>&,     \
+      T*);
 IOGNN_FOR_ALL_TYPES(IOGNN_SEGMENT_REDUCE)
 
 }  // namespace iognn::cpu

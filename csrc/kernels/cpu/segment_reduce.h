@@ -95,13 +95,15 @@ void segment_reduce_fold_scales(const T* grad_out, const T* scale, int64_t num_d
 //   min / max: g / (count_i + [out_i == 0]) where x_j == out_i, NaN where out_i is NaN, else 0
 //              (torch's even split among ties, the zero fill counted: segment_extremum.h)
 // with g the matching slice of grad_out [num_dst, K*F]. out is the forward's output (min, max and
-// std are read from it), ties / mean the forward's auxiliary outputs (null when not needed). The
+// std are read from it), ties / mean the forward's auxiliary outputs (null when not needed; mean's
+// rows mean_stride apart: F for the mean output, K*F for the mean slot of out). The
 // host reads a tie code only for its holder count and compares values; a sole holder is the one
 // edge equal to the result, so no CSR position (csc2csr) is needed here.
 template <typename T, typename index_t>
 void segment_reduce_backward(const index_t* colptr, const index_t* row, const index_t* rowptr,
                              const T* x, int64_t x_stride, const T* out, TiesView ties,
-                             const acc_t<T>* mean, const T* grad_out, int64_t num_src, int64_t F,
-                             const std::vector<SegmentReduce>& reduces, T* grad_x);
+                             const acc_t<T>* mean, int64_t mean_stride, const T* grad_out,
+                             int64_t num_src, int64_t F, const std::vector<SegmentReduce>& reduces,
+                             T* grad_x);
 
 }  // namespace iognn::cpu

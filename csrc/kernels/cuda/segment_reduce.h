@@ -58,7 +58,8 @@ size_t segment_reduce_backward_workspace(int64_t num_src, int64_t num_dst, int64
 
 // Backward: grad_x [num_src, F] (contiguous), gathered over the transposed CSR (colptr, row;
 // csc2csr: each transposed edge's CSR position) with the host kernel's formulas; out, ties, mean
-// are the forward's outputs (contiguous; null when their reduction is not requested), grad_out
+// are the forward's outputs (contiguous; null when their reduction is not requested; mean's rows
+// mean_stride apart: F for the mean output, K*F for the mean slot of out), grad_out
 // [num_dst, K*F] contiguous. The gradients of the reductions linear in x_j are first folded per
 // destination into one or two coefficients (in the workspace), a + b * x_j; the min / max share
 // goes to the sole holder named by its tie code, else to an edge whose value equals the result
@@ -69,8 +70,9 @@ size_t segment_reduce_backward_workspace(int64_t num_src, int64_t num_dst, int64
 template <typename T, typename index_t>
 void segment_reduce_backward(const index_t* colptr, const index_t* row, const index_t* csc2csr,
                              const index_t* rowptr, const T* x, int64_t x_stride, const T* out,
-                             TiesView ties, const acc_t<T>* mean, const T* grad_out,
-                             int64_t num_src, int64_t num_dst, int64_t num_edges, int64_t F,
+                             TiesView ties, const acc_t<T>* mean, int64_t mean_stride,
+                             const T* grad_out, int64_t num_src, int64_t num_dst,
+                             int64_t num_edges, int64_t F,
                              const std::vector<SegmentReduce>& reduces, T* grad_x,
                              void* workspace, size_t workspace_bytes, cudaStream_t stream);
 

@@ -137,7 +137,8 @@ __device__ __forceinline__ void store_values(V* p, const V (&v)[VEC]) {
 // (F % VEC == 0, rows aligned for them): the kernel reads four [num_dst, F] arrays and writes two.
 template <typename T, typename index_t, int VEC>
 __global__ void coefficients_kernel(const index_t* rowptr, const T* out, const T* grad_out,
-                                    const acc_t<T>* mean, int64_t num_dst, int64_t F, int64_t K,
+                                    const acc_t<T>* mean, int64_t mean_stride, int64_t num_dst,
+                                    int64_t F, int64_t K,
                                     BackwardSlots slots, acc_t<T>* a, acc_t<T>* b) {
   using acc = acc_t<T>;
   const int64_t chunks = F / VEC;
@@ -172,7 +173,7 @@ __global__ void coefficients_kernel(const index_t* rowptr, const T* out, const T
     if (a) {
       if (b) {  // folded: see above
         acc m[VEC];
-        load_values<VEC>(mean + at, m);
+        load_values<VEC>(mean + i * mean_stride + f0, m);
 #pragma unroll
         for (int e = 0; e < VEC; ++e) av[e] = -bv[e] * m[e];
       }
@@ -277,7 +278,8 @@ struct BackwardOp {
   cpu::TieSlots tie_slots;
   const acc* a;     // [num_dst, F] or nullptr (with b: b * mean folded in)
   const acc* b;     // [num_dst, F] or nullptr (var / std)
-  const acc* mean;  // [num_dst, F]: the forward's mean when b is not folded into a, else nullptr
+  const acc* mean;  // the forward's mean when b is not folded into a, else nullptr
+  int64_t mean_stride;  // its row stride (F: the mean output; K*F: out's mean slot)
   int64_t F, K;
   BackwardSlots slots;
   T* grad_x;
@@ -447,7 +449,7 @@ struct BackwardOp {
         if (slots.direct_mean) scale[u] = acc(1) / acc(int64_t(ref[u].aux));
       }
       if (b) load_values<VEC>(b + n, bv[u]);
-      if (mean) load_values<VEC>(mean + n, mv[u]);
+      if (mean) load_values<VEC>(mean + i * mean_stride + f0, mv[u]);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -599,7 +601,8 @@ void segment_reduce_fold_scales(const T* grad_out, const T* scale, int64_t num_d
 template <typename T, typename index_t>
 void segment_reduce_backward(const index_t* colptr, const index_t* row, const index_t* csc2csr,
                              const index_t* rowptr, const T* x, int64_t x_stride, const T* out,
-                             TiesView ties, const acc_t<T>* mean, const T* grad_out,
+                             TiesView ties, const acc_t<T>* mean, int64_t mean_stride,
+                             const T* grad_out,
                              int64_t num_src, int64_t num_dst, int64_t num_edges, int64_t F,
                              const std::vector<SegmentReduce>& reduces, T* grad_x,
                              void* workspace, size_t workspace_bytes, cudaStream_t stream) {
@@ -626,13 +629,14 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
   constexpr int kPack = kVec<T>;  // elements of one 16-byte pack
   const bool packed = F % kPack == 0 && x_stride % kPack == 0 && is_aligned16(x) &&
                       is_aligned16(out) && is_aligned16(grad_out) && is_aligned16(grad_x) &&
-                      (!mean || is_aligned16(mean)) && sr::tie_planes_aligned(ties, kPack);
+                      (!mean || (is_aligned16(mean) && mean_stride % kPack == 0)) &&
+                      sr::tie_planes_aligned(ties, kPack);
   if ((a || b) && num_dst > 0 && F > 0) {
     const auto coefficients = [&](auto vec) {
       constexpr int VEC = decltype(vec)::value;
       const int64_t blocks = std::min<int64_t>(sr::ceil_div(num_dst * (F / VEC), 256), 65536);
       sr::coefficients_kernel<T, index_t, VEC><<<unsigned(blocks), 256, 0, stream>>>(
-          rowptr, out, grad_out, mean, num_dst, F, K, slots, a, b);
+          rowptr, out, grad_out, mean, mean_stride, num_dst, F, K, slots, a, b);
       sr::check_launch("segment_reduce backward coefficients");
     };
     // acc's 16-byte packs divide T's (kPack), so `packed` aligns them too.
@@ -652,7 +656,7 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
     constexpr bool kExtrema = decltype(extrema_pass)::value;
     const sr::BackwardOp<T, index_t, kExtrema> op{
         colptr, row, csc2csr, rowptr, x, x_stride, out, grad_out, ties, tie_slots, a, b,
-        a ? nullptr : mean, F, K, pass_slots, grad_x, pass_partial, pass_base};
+        a ? nullptr : mean, mean_stride, F, K, pass_slots, grad_x, pass_partial, pass_base};
     constexpr int kLanes = kExtrema ? sr::kExtremumVec<T> : kPack;
     if (packed) sr::run_schedule<kLanes>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream);
     else sr::run_schedule<1>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream);
@@ -671,8 +675,8 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
 #define IOGNN_SEGMENT_REDUCE_BACKWARD_CUDA_FOR(T, I)                                         \
   template void iognn::cuda::segment_reduce_backward<T, I>(                                  \
       const I*, const I*, const I*, const I*, const T*, int64_t, const T*,                   \
-      iognn::cuda::TiesView, const iognn::acc_t<T>*, const T*, int64_t, int64_t, int64_t,    \
-      int64_t, const std::vector<iognn::cuda::SegmentReduce>&, T*, void*, size_t,            \
+      iognn::cuda::TiesView, const iognn::acc_t<T>*, int64_t, const T*, int64_t, int64_t,    \
+      int64_t, int64_t, const std::vector<iognn::cuda::SegmentReduce>&, T*, void*, size_t,   \
       cudaStream_t);
 #define IOGNN_SEGMENT_REDUCE_BACKWARD_CUDA(T)                                                  \
   template size_t iognn::cuda::segment_reduce_backward_workspace<T>(                           \

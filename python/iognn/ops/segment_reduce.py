@@ -17,7 +17,8 @@ Backward: a deterministic gather over the transposed CSR (no atomics); the forwa
 destination and feature, a 16-bit tie code saying which message holds the min / max (its
 position in the row when it is the only one, else how many messages tie), stored as two byte
 planes so that the CUDA gather reads one byte per message and feature, and the mean of var /
-std, so that nothing is recomputed.
+std (unless the results hold it: the mean requested too, in fp32 / fp64), so that nothing is
+recomputed.
 
 Degree scalers (PNA, ``DegreeScalerAggregation``): ``scale [num_dst, S]`` multiplies the results
 in the kernel's epilogue, ``out = cat_s(scale[:, s:s+1] * results)`` (``[num_dst, S * K * F]``),
@@ -104,7 +105,11 @@ def _segment_reduce_fake(rowptr, col, colptr, row, csc2csr, x, reduces, scale=No
     out = x.new_empty(num_dst, (1 if scale is None else scale.size(1)) * KF)
     ties = aux(extrema > 0, (2, num_dst, extrema, F), torch.uint8)
     wide = aux(extrema > 0, (extrema, col.size(0) // TIE_SATURATED, F), torch.int64)
-    mean = aux("var" in reduces or "std" in reduces, (num_dst, F), acc_dtype(x.dtype))
+    # var / std need the mean; the results hold it when it is requested in x's own accumulation
+    # dtype (fp32, fp64).
+    mean_in_out = "mean" in reduces and acc_dtype(x.dtype) == x.dtype
+    mean = aux(("var" in reduces or "std" in reduces) and not mean_in_out, (num_dst, F),
+               acc_dtype(x.dtype))
     plain = aux(scale is not None, (num_dst, KF), x.dtype)
     return out, ties, wide, mean, plain
 
