@@ -119,8 +119,9 @@ __device__ __forceinline__ void load_values(const V* p, V (&v)[VEC]) {
   }
 }
 
-// The counterpart of load_values: VEC acc values in stores of up to 16 bytes (same alignment).
-template <int VEC, typename V>
+// The counterpart of load_values: VEC acc values in stores of up to 16 bytes (same alignment);
+// kStream: evict-first stores (stream_pack), for values this kernel does not read back.
+template <int VEC, bool kStream = false, typename V>
 __device__ __forceinline__ void store_values(V* p, const V (&v)[VEC]) {
   constexpr int kPer = VEC * int(sizeof(V)) <= 16 ? VEC : 16 / int(sizeof(V));
 #pragma unroll
@@ -128,7 +129,8 @@ __device__ __forceinline__ void store_values(V* p, const V (&v)[VEC]) {
     Pack<V, kPer> pk;
 #pragma unroll
     for (int e = 0; e < kPer; ++e) pk.v[e] = v[h * kPer + e];
-    store_pack<V, kPer>(p + h * kPer, pk);
+    if constexpr (kStream) stream_pack<V, kPer>(p + h * kPer, pk);
+    else store_pack<V, kPer>(p + h * kPer, pk);
   }
 }
 
@@ -562,14 +564,14 @@ struct BackwardOp {
   __device__ void finalize(const State<VEC>& s, int64_t j, int64_t, int64_t f0) const {
     const int64_t n = j * F + f0;
     if (partial) {
-      store_values<VEC>(partial + n, s.sum);
+      store_values<VEC, true>(partial + n, s.sum);
       return;
     }
     Pack<T, VEC> o;
 #pragma unroll
     for (int e = 0; e < VEC; ++e)  // (a plain load: with T == acc, base is grad_x itself)
       o.v[e] = from_acc<T>(base ? base[n + e] + s.sum[e] : s.sum[e]);
-    store_pack<T, VEC>(grad_x + n, o);
+    stream_pack<T, VEC>(grad_x + n, o);
   }
 };
 

@@ -72,6 +72,17 @@ __device__ __forceinline__ void store_pack(T* p, const Pack<T, VEC>& v) {
   *reinterpret_cast<Word*>(p) = w;
 }
 
+// A store of results this kernel never reads back (outputs, the backward's partial sums), marked
+// evict-first (st.global.cs) so that its lines do not push out of L2 the gathered rows that other
+// edges read again (hub rows of power-law graphs).
+template <typename T, int VEC>
+__device__ __forceinline__ void stream_pack(T* p, const Pack<T, VEC>& v) {
+  using Word = typename PackWord<sizeof(T) * VEC>::type;
+  Word w;
+  std::memcpy(&w, &v, sizeof w);
+  __stcs(reinterpret_cast<Word*>(p), w);
+}
+
 // Elements per lane of the packed kernels that keep min / max state: 16 bytes of features, but
 // at most 4 (a 16-bit lane of 8 features held 8 extremum states and their holder counts and
 // positions, which spilled or halved the warps in flight).

@@ -237,8 +237,8 @@ struct ForwardOp {
         ties.wide[(slot * ties.wide_rows + w) * F + f0 + e] = int64_t(count[e]);
     }
     const int64_t at = (r * tie_slots.count + slot) * F + f0;
-    store_pack<uint8_t, VEC>(ties.lead + at, lead);
-    store_pack<uint8_t, VEC>(ties.rest + at, rest);
+    stream_pack<uint8_t, VEC>(ties.lead + at, lead);
+    stream_pack<uint8_t, VEC>(ties.rest + at, rest);
   }
 
   // Writes row r's K results (and the aux outputs) for features [f0, f0 + VEC), as the host does;
@@ -271,7 +271,7 @@ struct ForwardOp {
         }
         o.v[e] = from_acc<T>(v);
       }
-      store_pack<T, VEC>(res_r + k * F, o);
+      stream_pack<T, VEC>(res_r + k * F, o);
       if constexpr (kScaled) {
         const int64_t S = scales.count;
         for (int64_t sc = 0; sc < S; ++sc) {  // T(result) * T(scale), rounded
@@ -279,7 +279,7 @@ struct ForwardOp {
           Pack<T, VEC> q;
 #pragma unroll
           for (int e = 0; e < VEC; ++e) q.v[e] = from_acc<T>(to_acc(o.v[e]) * factor);
-          store_pack<T, VEC>(out + ((r * S + sc) * K + k) * F + f0, q);
+          stream_pack<T, VEC>(out + ((r * S + sc) * K + k) * F + f0, q);
         }
       }
     }
