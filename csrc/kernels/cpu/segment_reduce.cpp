@@ -214,8 +214,9 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
             case SegmentReduce::kStd:
               for (int64_t f = 0; f < F; ++f) {
                 const acc std_i = load(o + f);
+                const acc centred = load(xj + f) - mean[i * mean_stride + f];
                 if (std_i > acc(0))  // masked or NaN std: PyG's clamp passes no gradient
-                  sum[f] += load(g + f) * (load(xj + f) - mean[i * mean_stride + f]) / (deg * std_i);
+                  sum[f] += load(g + f) * centred / (deg * std_i);
               }
               break;
           }
