@@ -96,12 +96,13 @@ inline SegmentReduceCall describe(std::vector<cpu::SegmentReduce> reduces, int64
                                   int64_t num_dst, int64_t num_edges, int64_t F, int64_t S,
                                   at::ScalarType dtype) {
   const cpu::TieSlots ties = cpu::segment_reduce_tie_slots(reduces);
+  const bool needs_mean = cpu::segment_reduce_needs_mean(reduces);
   int64_t mean_slot = -1;
-  if (cpu::segment_reduce_needs_mean(reduces) && acc_dtype(dtype) == dtype) {
+  if (needs_mean && acc_dtype(dtype) == dtype) {
     const auto at = std::find(reduces.begin(), reduces.end(), cpu::SegmentReduce::kMean);
     if (at != reduces.end()) mean_slot = at - reduces.begin();
   }
-  const bool want_mean = cpu::segment_reduce_needs_mean(reduces) && mean_slot < 0;
+  const bool want_mean = needs_mean && mean_slot < 0;
   const int64_t K = int64_t(reduces.size());
   return {std::move(reduces), num_src, num_dst, num_edges, F, K, ties, want_mean, S, mean_slot};
 }

@@ -190,9 +190,9 @@ __global__ void coefficients_kernel(const index_t* rowptr, const T* out, const T
         for (int e = 0; e < VEC; ++e) av[e] += to_acc(gm.v[e]) / deg;
       }
     }
+    if (deg_n == 0) {
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      if (deg_n == 0) bv[e] = av[e] = acc(0);
+      for (int e = 0; e < VEC; ++e) bv[e] = av[e] = acc(0);
     }
     if (b) store_values<VEC>(b + at, bv);
     if (a) store_values<VEC>(a + at, av);
@@ -257,10 +257,9 @@ struct BackwardOp {
   // 3 (~80 registers, 24 warps per SM in flight to hide the gathers) for the linear pass, 4 (64,
   // 32 warps) for the extremum pass (ptxas spills 28 bytes there with int32 indices, 108-140 with
   // int64; at 3 blocks it spills none and runs slower: H100, fp32 min 4.5 -> 5.3 ms on
-  // powerlaw:1000000:16). That pass alone takes its
-  // indices in tiles (for_edge_batches). H200, uniform:1000000:16, backward: fp32 min 5.71 ->
-  // 4.83 ms, min+max 9.84 -> 8.32 ms; in the linear pass tiles cost more than they saved (fp32
-  // sum 4.41 -> 4.58 ms).
+  // powerlaw:1000000:16). That pass alone takes its indices in tiles (for_edge_batches). H200,
+  // uniform:1000000:16, backward: fp32 min 5.71 -> 4.83 ms, min+max 9.84 -> 8.32 ms; in the
+  // linear pass tiles cost more than they saved (fp32 sum 4.41 -> 4.58 ms).
   static constexpr int kMinBlocks = kExtrema ? 4 : 3;
   static constexpr bool kTiledIndices = kExtrema;
   template <int VEC>  // one lane's VEC consecutive features

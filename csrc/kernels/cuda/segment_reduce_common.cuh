@@ -64,12 +64,19 @@ __device__ __forceinline__ Pack<T, VEC> load_pack(const T* p) {
   return out;
 }
 
+// One pack as the machine word that stores it.
+template <typename T, int VEC>
+__device__ __forceinline__ typename PackWord<sizeof(T) * VEC>::type pack_word(
+    const Pack<T, VEC>& v) {
+  typename PackWord<sizeof(T) * VEC>::type w;
+  std::memcpy(&w, &v, sizeof w);
+  return w;
+}
+
 template <typename T, int VEC>
 __device__ __forceinline__ void store_pack(T* p, const Pack<T, VEC>& v) {
   using Word = typename PackWord<sizeof(T) * VEC>::type;
-  Word w;
-  std::memcpy(&w, &v, sizeof w);
-  *reinterpret_cast<Word*>(p) = w;
+  *reinterpret_cast<Word*>(p) = pack_word(v);
 }
 
 // A store of results this kernel never reads back (outputs, the backward's partial sums), marked
@@ -78,9 +85,7 @@ __device__ __forceinline__ void store_pack(T* p, const Pack<T, VEC>& v) {
 template <typename T, int VEC>
 __device__ __forceinline__ void stream_pack(T* p, const Pack<T, VEC>& v) {
   using Word = typename PackWord<sizeof(T) * VEC>::type;
-  Word w;
-  std::memcpy(&w, &v, sizeof w);
-  __stcs(reinterpret_cast<Word*>(p), w);
+  __stcs(reinterpret_cast<Word*>(p), pack_word(v));
 }
 
 // Elements per lane of the packed kernels that keep min / max state: 16 bytes of features, but

@@ -353,19 +353,25 @@ inline unsigned grid_size(int64_t blocks, const char* kernel) {
   return unsigned(blocks);
 }
 
-// Blocks of `threads` threads for a kernel that strides over at most `tasks` block-sized tasks: a
-// few waves of the current device's resident blocks (kStrideWaves), fewer when there are fewer
-// tasks. Two cheap attribute queries, no synchronisation.
+// Grids of kernels that stride over at most `tasks` block-sized tasks: a few waves of the current
+// device's resident blocks (kStrideWaves), fewer when there are fewer tasks. Read once per
+// schedule run (attribute queries, no synchronisation).
 constexpr int kStrideWaves = 2;
-inline unsigned strided_grid(int64_t tasks, int threads) {
-  int device = 0, sms = 0, threads_per_sm = 0;
-  IOGNN_CUDA_CHECK(cudaGetDevice(&device));
-  IOGNN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  IOGNN_CUDA_CHECK(
-      cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device));
-  const int64_t waves = int64_t(kStrideWaves) * sms * std::max(1, threads_per_sm / threads);
-  return unsigned(std::max<int64_t>(1, std::min(tasks, waves)));
-}
+struct StridedGrids {
+  int sms = 0, threads_per_sm = 0;
+  StridedGrids() {
+    int device = 0;
+    IOGNN_CUDA_CHECK(cudaGetDevice(&device));
+    IOGNN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    IOGNN_CUDA_CHECK(
+        cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device));
+  }
+  // Blocks of `threads` threads for `tasks` tasks.
+  unsigned blocks(int64_t tasks, int threads) const {
+    const int64_t waves = int64_t(kStrideWaves) * sms * std::max(1, threads_per_sm / threads);
+    return unsigned(std::max<int64_t>(1, std::min(tasks, waves)));
+  }
+};
 
 // Runs the whole schedule of `op` over num_rows rows (offsets: the op's row offsets) on `stream`,
 // VEC features per lane in the light and segment passes.
@@ -404,15 +410,16 @@ void run_schedule(const Op& op, const index_t* offsets, int64_t num_rows, const 
   const int64_t find_blocks = std::min<int64_t>(ceil_div(num_rows, 256), 1024);
   find_heavy_rows_kernel<index_t><<<unsigned(find_blocks), 256, 0, stream>>>(offsets, num_rows, hr);
   check_launch("segment_reduce find heavy rows");
-  fill_slot_table_kernel<index_t><<<strided_grid(plan.max_heavy, 256), 256, 0, stream>>>(offsets,
-                                                                                         hr);
+  const StridedGrids strided;
+  fill_slot_table_kernel<index_t><<<strided.blocks(plan.max_heavy, 256), 256, 0, stream>>>(offsets,
+                                                                                           hr);
   check_launch("segment_reduce slot table");
   segment_kernel<VEC, Op><<<grid_size(ceil_div(plan.max_slots * lanes.chunks, groups_per_block),
                                       "segment_reduce segments"),
                             kLightThreads, 0, stream>>>(op, hr, lanes);
   check_launch("segment_reduce segments");
   const Lanes merge_lanes = make_lanes(op.F, 1);
-  merge_kernel<Op><<<strided_grid(plan.max_heavy * merge_lanes.chunks, kMergeThreads),
+  merge_kernel<Op><<<strided.blocks(plan.max_heavy * merge_lanes.chunks, kMergeThreads),
                      kMergeThreads, kMergeThreads * sizeof(MergeState), stream>>>(op, hr,
                                                                                   merge_lanes);
   check_launch("segment_reduce merge");
