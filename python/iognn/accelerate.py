@@ -115,8 +115,7 @@ def _unsupported_reason(module) -> Optional[str]:
     name = type(module).__name__
     if name in _ATTENTION and module.aggr not in ("add", "sum"):
         return f"aggr={module.aggr!r} (iognn's attention sums)"
-    expected_node_dim = 0 if name in _ATTENTION + ("PNAConv",) else -2
-    if module.node_dim != expected_node_dim:
+    if name in _ATTENTION + ("PNAConv",) and module.node_dim != 0:
         return f"node_dim={module.node_dim}"
     return None
 
@@ -179,5 +178,6 @@ def _from_pyg(module: torch.nn.Module) -> torch.nn.Module:
     layer.aggr = module.aggr
     layer.fuse = module.fuse
     layer.decomposed_layers = module.decomposed_layers
+    layer.node_dim = module.node_dim
     layer.train(module.training)
     return layer

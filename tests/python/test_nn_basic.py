@@ -195,7 +195,7 @@ def test_gcn_cached_reuses_the_first_graph():
     other = edge_index[:, : edge_index.size(1) // 2]
     torch.testing.assert_close(ours(x, other), theirs(x, other), rtol=RTOL, atol=ATOL)
     ours.reset_parameters()
-    assert ours._cached is None
+    assert ours._cached_edge_index is None
 
 
 def test_gcn_rejects_bad_arguments():

@@ -17,30 +17,60 @@ from typing import Callable, NamedTuple, Optional, Tuple
 import torch
 from torch import Tensor
 
-from ..adjacency import _sparse_tensor_class, plain_edge_index, to_edge_index
+from ..adjacency import (_edge_index_class, _sparse_tensor_class, plain_edge_index,
+                         to_edge_index)
 from ..graph import Graph, SelfLoops
 
 _SPARSE_TENSOR = _sparse_tensor_class()  # torch_sparse.SparseTensor, or None when not installed
+_EDGE_INDEX = _edge_index_class()  # torch_geometric.EdgeIndex
 MAX_ENTRIES = 64
 _CACHE: "OrderedDict[tuple, Tuple[weakref.ref, int, Graph]]" = OrderedDict()
 
 
-def node_counts(x_src: Tensor, x_dst: Optional[Tensor],
-                size: Optional[Tuple[int, int]]) -> Tuple[int, int]:
-    """(num_src, num_dst) as PyG's MessagePassing infers them, from feature rows (never from the
-    edge indices, so that torch.compile keeps them symbolic).
+def message_sizes(adj, x_src: Optional[Tensor], x_dst: Optional[Tensor],
+                  size: Optional[Tuple[Optional[int], Optional[int]]], node_dim: int = -2,
+                  adj_size: Optional[list] = None) -> Tuple[int, int]:
+    """(num_src, num_dst) exactly as PyG's MessagePassing infers them.
 
-    ``size`` wins when given; otherwise the feature rows, and a missing ``x_dst`` means as many
-    destinations as sources (PyG's ``size_i = size[1] or size[0]``).
+    The adjacency's own sizes come first: an EdgeIndex's ``sparse_size()`` (PyG then ignores
+    ``size``), a sparse matrix's shape (``[num_dst, num_src]``) or a prebuilt Graph's sizes;
+    otherwise ``size``. A side still unknown takes the node count of its feature tensor along
+    ``node_dim``; a feature tensor whose count contradicts a known size is a ValueError (PyG's
+    ``_set_size``). Finally a missing side equals the other one (``size_i = size[1] or size[0]``).
+    Node counts are read from tensors, never from the indices, so torch.compile keeps them
+    symbolic. ``adj_size`` replaces the adjacency's own sizes (an EdgeIndex grown by self-loops).
     """
-    if size is not None:
-        if len(size) != 2:
-            raise ValueError(f"size must be a pair (num_src, num_dst), got {size}")
-        num_src = size[0] if size[0] is not None else x_src.size(0)
-        num_dst = size[1] if size[1] is not None else num_src
-        return num_src, num_dst
-    num_src = x_src.size(0)
-    return num_src, x_dst.size(0) if x_dst is not None else num_src
+    if adj_size is not None:
+        known = list(adj_size)
+    elif isinstance(adj, Graph):
+        known = [adj.num_src_nodes, adj.num_dst_nodes]
+    elif is_edge_index(adj):
+        known = [adj.num_rows, adj.num_cols]
+    elif is_sparse(adj):
+        known = [adj.size(1), adj.size(0)]
+    elif size is not None:
+        if not isinstance(size, (tuple, list)) or len(size) != 2:
+            raise ValueError(f"size must be a pair (num_src, num_dst), got {size!r}")
+        known = list(size)
+    else:
+        known = [None, None]
+    for side, x in enumerate((x_src, x_dst)):
+        if x is None:
+            continue
+        count = x.size(node_dim)
+        if known[side] is None:
+            known[side] = count
+        elif known[side] != count:
+            raise ValueError(f"Encountered tensor with size {count} in dimension {node_dim}, "
+                             f"but expected size {known[side]}.")
+    num_src = known[0] if known[0] is not None else known[1]
+    num_dst = known[1] if known[1] is not None else known[0]
+    return num_src, num_dst
+
+
+def is_edge_index(adj) -> bool:
+    """Whether adj is a torch_geometric.EdgeIndex."""
+    return _EDGE_INDEX is not None and isinstance(adj, _EDGE_INDEX)
 
 
 # ---- the cache ---------------------------------------------------------------------------------
@@ -188,14 +218,17 @@ def weighted_adjacency(layer: str, adj, num_src, num_dst, coalesce: bool, use_va
     return Adjacency(sparse_graph(sparse), values, sparse)
 
 
-def structural_adjacency(layer: str, adj, num_src, num_dst, add_loops: bool) -> Adjacency:
+def structural_adjacency(layer: str, adj, num_src, num_dst, add_loops: bool,
+                         edge_attr: Optional[Tensor] = None) -> Adjacency:
     """PyG's message-level semantics (GATConv, GATv2Conv, TransformerConv, GINEConv, PNAConv): a
     sparse matrix gives its entries (values only as edge features, when they are 2-D).
 
     With ``add_loops`` (GAT's ``remove_self_loops`` + ``add_self_loops``): an index input uses
     SelfLoops.REPLACE; a torch.sparse matrix is coalesced by PyG when the loops are added, so its
     unique non-loop entries are taken in (target, source) order - the graph's CSR order - before
-    the loops; a SparseTensor gets ``set_diag`` (REPLACE over its entries).
+    the loops; a SparseTensor gets ``set_diag`` (REPLACE over its entries). Edge features (stored
+    as the matrix's values or passed as ``edge_attr``) cannot follow that coalescing: a sparse
+    matrix with edge features and loops raises NotImplementedError (PyG fails there too).
     """
     check_adjacency(layer, adj)
     loops = SelfLoops.REPLACE if add_loops else SelfLoops.KEEP
@@ -205,9 +238,9 @@ def structural_adjacency(layer: str, adj, num_src, num_dst, add_loops: bool) -> 
     values = sparse.values if sparse.values is not None and sparse.values.dim() > 1 else None
     if not add_loops:
         return Adjacency(sparse_graph(sparse), values, sparse)
-    if values is not None:
-        raise NotImplementedError(f"{layer}: edge features stored in a sparse adjacency together "
-                                  f"with add_self_loops=True are not supported; pass them as "
+    if values is not None or edge_attr is not None:
+        raise NotImplementedError(f"{layer}: edge features together with a sparse adjacency and "
+                                  f"add_self_loops=True are not supported; pass them as "
                                   f"edge_attr with a [2, E] edge_index")
     if not sparse.is_torch_sparse:
         return Adjacency(sparse_graph(sparse, loops), None, sparse)

@@ -78,8 +78,9 @@ class Linear(torch.nn.Module):
             elif self.weight_initializer == "uniform":
                 bound = 1.0 / math.sqrt(self.in_channels)
                 self.weight.uniform_(-bound, bound)
-            else:  # None / 'kaiming_uniform' with a = sqrt(5): bound = 1 / sqrt(fan_in)
-                bound = math.sqrt(6.0 / ((1 + 5.0) * self.in_channels))
+            else:  # None / 'kaiming_uniform' with a = sqrt(5): bound = 1 / sqrt(fan_in),
+                # in PyG's arithmetic ((sqrt 5)^2 rounds above 5: fp64 draws differ otherwise)
+                bound = math.sqrt(6.0 / ((1 + math.sqrt(5) ** 2) * self.in_channels))
                 self.weight.uniform_(-bound, bound)
             if self.bias is not None:
                 if self.bias_initializer == "zeros":

@@ -92,6 +92,9 @@ def message_index_graph(num_messages, index: Optional[Tensor], ptr: Optional[Ten
         try:
             return Graph(torch.stack([sources, groups]), (num_messages, dim_size))
         except IndexError as error:
+            if index is not None and int(index.min()) >= 0:  # PyG's error for a short dim_size
+                raise ValueError(f"Encountered invalid 'dim_size' (got '{dim_size}' but "
+                                 f"expected >= '{int(index.max()) + 1}')") from None
             raise IndexError(f"{'index' if index is not None else 'ptr'} assigns a message to "
                              f"a group outside [0, dim_size={dim_size}) ({error})") from None
 
@@ -138,12 +141,17 @@ def unflat(out: Tensor, x: Tensor) -> Tensor:
     return out.reshape((out.size(0),) + tuple(x.shape[1:]))
 
 
-def aggregate_with(module, graph, x: Tensor) -> Tensor:
-    """``module.aggregate(graph, x)`` for an iognn Aggregation; any other aggregation module (a PyG
-    one iognn has no kernel for, e.g. 'lstm' or 'softmax') is called the PyG way on the gathered
-    ``[E, *feat]`` messages in the graph's CSR order (sorted by destination)."""
+def aggregate_with(module, graph, x: Tensor, node_dim: int = 0) -> Tensor:
+    """``module.aggregate(graph, x)`` for an iognn Aggregation (x node-major, ``[N, *feat]``).
+
+    Any other aggregation module (a PyG one iognn has no kernel for, e.g. 'lstm' or 'softmax') is
+    called the PyG way on the gathered messages in the graph's CSR order (sorted by destination),
+    laid out as the layer's features are (messages along ``node_dim``), and its result is
+    returned node-major."""
     if isinstance(module, Aggregation):
         return module.aggregate(graph, x)
     messages = x.index_select(0, graph.col.long())
-    return module(messages, index=graph.csr_dst.long(), ptr=graph.rowptr.long(),
-                  dim_size=graph.num_dst_nodes, dim=0)
+    dim = node_dim % x.dim() if x.dim() > 1 else 0
+    out = module(messages.movedim(0, dim) if dim else messages, index=graph.csr_dst.long(),
+                 ptr=graph.rowptr.long(), dim_size=graph.num_dst_nodes, dim=dim)
+    return out.movedim(dim, 0) if dim else out

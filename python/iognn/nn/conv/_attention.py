@@ -1,12 +1,35 @@
-"""What the attention layers share: the self-loop handling of edge features and the
-``return_attention_weights`` result in PyG's form for each adjacency kind."""
+"""What the attention layers share: PyG's node counts, the self-loop handling of edge features and
+the ``return_attention_weights`` result in PyG's form for each adjacency kind."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 from torch import Tensor
 
-from .._graph import Adjacency, sparse_like
+from .._graph import _EDGE_INDEX, Adjacency, is_edge_index, message_sizes, sparse_like
+
+
+def check_static(layer: str, x: Tensor) -> None:
+    """The attention layers' features are ``[N, F]``: a batch ``[B, N, F]`` is refused (PyG:
+    "Static graphs not supported")."""
+    if x.dim() != 2:
+        raise ValueError(f"{layer}: node features must be 2-D [num_nodes, channels], got shape "
+                         f"{list(x.shape)} (static-graph batches are not supported, as in PyG)")
+
+
+def attention_sizes(edge_index, h_src: Tensor, h_dst: Optional[Tensor], size,
+                    add_loops: bool) -> Tuple[int, int]:
+    """(num_src, num_dst) of a GAT / GATv2 call, as PyG infers them. With self-loops PyG adds them
+    over ``min(size)`` nodes, else over the source rows (the fewer of source and destination rows
+    when both are given); an EdgeIndex grows to cover them before its sizes are read."""
+    adj_size = None
+    if add_loops and is_edge_index(edge_index):
+        if size is not None:
+            loops = min(size)
+        else:
+            loops = h_src.size(0) if h_dst is None else min(h_src.size(0), h_dst.size(0))
+        adj_size = [None if n is None else max(n, loops) for n in edge_index.sparse_size()]
+    return message_sizes(edge_index, h_src, h_dst, size, 0, adj_size)
 
 
 def loop_edge_attr(adj: Adjacency, edge_attr: Optional[Tensor], fill_value) -> Optional[Tensor]:
@@ -21,17 +44,24 @@ def loop_edge_attr(adj: Adjacency, edge_attr: Optional[Tensor], fill_value) -> O
     return adj.graph.augment_edge_values(edge_attr, fill_value)
 
 
-def with_attention(out: Tensor, alpha: Tensor, adj: Adjacency, loops_added: bool,
+def with_attention(out: Tensor, alpha: Tensor, adj: Adjacency, edge_index, loops_added: bool,
                    returns_input: bool = False):
     """``(out, (edge_index, alpha))`` as PyG returns it; alpha is in the graph's augmented order.
 
-    Index inputs: the augmented edge_index. torch.sparse inputs: a sparse matrix of alpha on the
-    edges PyG used (its coalesced matrix with loops when ``loops_added``, which is the graph's CSR
+    Index inputs: the input itself without self-loops, else the augmented int64 edge_index (an
+    EdgeIndex for an EdgeIndex input, its known sizes grown to cover the loops). torch.sparse
+    inputs: a sparse matrix of alpha on the edges PyG used (its coalesced matrix with loops when ``loops_added``, which is the graph's CSR
     order, alpha following it; else the input's entries), or the input matrix itself with
     ``returns_input`` (TransformerConv). torch_sparse.SparseTensor inputs: ``(out, adj_t)`` with
     alpha as its values."""
     sparse, graph = adj.sparse, adj.graph
     if sparse is None:
+        if not loops_added and isinstance(edge_index, Tensor):
+            return out, (edge_index, alpha)
+        if is_edge_index(edge_index):  # PyG's concatenation with the loops' EdgeIndex
+            size = tuple(None if n is None else max(n, graph.num_loops)
+                         for n in edge_index.sparse_size())
+            return out, (_EDGE_INDEX(graph.edge_index, sparse_size=size), alpha)
         return out, (graph.edge_index, alpha)
     if loops_added:
         alpha = alpha.index_select(0, graph.eid.long())

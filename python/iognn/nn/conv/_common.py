@@ -2,6 +2,7 @@
 attributes, ``reset`` of user modules and weighted neighbourhood aggregation."""
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, Optional, Tuple
 
 import torch
@@ -17,13 +18,59 @@ from ..aggr.base import aggregate_with
 FUSE_AGGRS = ("add", "sum", "mean", "min", "max")
 
 
+def check_flow(layer: str, flow) -> None:
+    """PyG's ``flow`` values; iognn aggregates over in-edges only."""
+    if flow not in ("source_to_target", "target_to_source"):
+        raise ValueError(f"Expected 'flow' to be either 'source_to_target' or "
+                         f"'target_to_source' (got '{flow}')")
+    if flow != "source_to_target":
+        raise NotImplementedError(f"{layer}: flow='target_to_source' is not supported by "
+                                  f"iognn; pass edge_index.flip(0) instead")
+
+
+class MessagePassingModule(torch.nn.Module):
+    """Base of the iognn layers: the ``MessagePassing`` attributes PyG reads on every call.
+
+    ``flow`` is always ``'source_to_target'``: assigning ``'target_to_source'`` (legal in PyG)
+    raises NotImplementedError at once instead of being ignored. ``node_dim`` is the dimension of
+    the node features that indexes nodes: layers with ``[*, N, F]`` features (GCN, SAGE, GIN,
+    GINE, GraphConv; ``FIXED_NODE_DIM = None``) take any value and read it on every call, as PyG
+    does; the layers whose features are ``[N, heads, C]`` or ``[N, towers, F]`` (attention, PNA)
+    only take their own, 0.
+    """
+
+    FIXED_NODE_DIM: Optional[int] = None
+
+    @property
+    def flow(self) -> str:
+        return "source_to_target"
+
+    @flow.setter
+    def flow(self, value) -> None:
+        check_flow(type(self).__name__, value)
+
+    @property
+    def node_dim(self) -> int:
+        return self._node_dim
+
+    @node_dim.setter
+    def node_dim(self, value) -> None:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{type(self).__name__}: node_dim must be an int, got {value!r}")
+        if self.FIXED_NODE_DIM is not None and value != self.FIXED_NODE_DIM:
+            raise NotImplementedError(f"{type(self).__name__}: only node_dim="
+                                      f"{self.FIXED_NODE_DIM} is supported by iognn")
+        self._node_dim = value
+
+
 class MessagePassingArgs:
     """PyG's ``MessagePassing(aggr, *, aggr_kwargs, flow, node_dim, decomposed_layers)`` keyword
     arguments as the iognn layers take them through ``**kwargs``.
 
-    ``flow='target_to_source'`` and a ``node_dim`` other than the layer's own raise
-    NotImplementedError; ``decomposed_layers`` is accepted and has no effect (it chunks PyG's
-    edge-sized intermediates, which iognn's fused ops do not form).
+    ``flow='target_to_source'`` raises NotImplementedError, and so does a ``node_dim`` other than
+    0 on a layer with ``FIXED_NODE_DIM`` (see MessagePassingModule); ``decomposed_layers`` is
+    accepted and has no effect (it chunks PyG's edge-sized intermediates, which iognn's fused ops
+    do not form).
     """
 
     def __init__(self, layer: str, kwargs: Dict[str, Any], aggr: Any = "add", node_dim: int = -2,
@@ -33,33 +80,24 @@ class MessagePassingArgs:
             raise TypeError(f"{layer}.__init__() got an unexpected keyword argument 'aggr'")
         self.aggr = kwargs.pop("aggr", aggr)
         self.aggr_kwargs = dict(kwargs.pop("aggr_kwargs", None) or {})
-        flow = kwargs.pop("flow", "source_to_target")
-        if flow not in ("source_to_target", "target_to_source"):
-            raise ValueError(f"Expected 'flow' to be either 'source_to_target' or "
-                             f"'target_to_source' (got '{flow}')")
-        if flow != "source_to_target":
-            raise NotImplementedError(f"{layer}: flow='target_to_source' is not supported by "
-                                      f"iognn; pass edge_index.flip(0) instead")
-        if kwargs.pop("node_dim", node_dim) != node_dim:
-            raise NotImplementedError(f"{layer}: only node_dim={node_dim} is supported by iognn")
+        self.flow = kwargs.pop("flow", "source_to_target")
+        check_flow(layer, self.flow)
+        self.node_dim = kwargs.pop("node_dim", node_dim)
         self.decomposed_layers = kwargs.pop("decomposed_layers", 1)
         if kwargs:
             raise TypeError(f"{layer}.__init__() got an unexpected keyword argument "
                             f"'{next(iter(kwargs))}'")
-        self.flow = flow
-        self.node_dim = node_dim
 
-    def install(self, layer: torch.nn.Module) -> None:
-        """Sets PyG's ``aggr`` (its string form), ``aggr_module``, ``flow``, ``node_dim``,
-        ``decomposed_layers`` and ``fuse`` (whether PyG would take its fused path on sparse
-        inputs: a plain name among FUSE_AGGRS)."""
+    def install(self, layer: MessagePassingModule) -> None:
+        """Sets PyG's ``aggr`` (its string form), ``aggr_module``, ``node_dim`` (checked by the
+        layer), ``decomposed_layers`` and ``fuse`` (whether PyG would take its fused path on
+        sparse inputs: a plain name among FUSE_AGGRS)."""
         aggr = self.aggr
         if isinstance(aggr, (tuple, list)):
             layer.aggr = [str(a) for a in aggr]
         else:
             layer.aggr = str(aggr)
         layer.aggr_module = resolve_aggregation(aggr, **self.aggr_kwargs)
-        layer.flow = self.flow
         layer.node_dim = self.node_dim
         layer.decomposed_layers = self.decomposed_layers
         layer.fuse = isinstance(aggr, str) and aggr in FUSE_AGGRS
@@ -80,25 +118,53 @@ def reset_module(module) -> None:
             reset_module(child)
 
 
+def node_major(x: Tensor, node_dim: int) -> Tensor:
+    """x with its node dimension (``node_dim``, PyG's) moved to the front: ``[N, *rest]``, the
+    layout iognn's ops read. A view; ``x`` itself for 2-D ``[N, F]`` features."""
+    if x.dim() < 2:
+        return x
+    dim = node_dim % x.dim() if -x.dim() <= node_dim < x.dim() else None
+    if dim is None or dim == x.dim() - 1:
+        raise ValueError(f"node_dim={node_dim} does not name a node dimension of features of "
+                         f"shape {list(x.shape)} (the last dimension holds the features)")
+    return x if dim == 0 else x.movedim(dim, 0)
+
+
+def from_node_major(out: Tensor, like_x: Tensor, node_dim: int) -> Tensor:
+    """``node_major``'s inverse: the aggregated ``[M, *rest]`` back in ``like_x``'s layout."""
+    if like_x.dim() < 2:
+        return out
+    dim = node_dim % like_x.dim()
+    return out if dim == 0 else out.movedim(0, dim)
+
+
 def aggregate_weighted(aggr_module, graph, x: Tensor, weight: Optional[Tensor] = None,
-                       bias: Optional[Tensor] = None) -> Tensor:
+                       bias: Optional[Tensor] = None, node_dim: int = -2) -> Tensor:
     """``aggr_{j -> i} (w_ji * x_j) + bias`` over the in-edges of every destination.
 
-    ``weight`` (or None: all ones) is per edge in the graph's augmented order. Sum and mean run on
-    ``propagate`` (SpMM, weights in fp32, the bias fused into its pass); any other aggregation of
-    weighted messages forms the ``[E, F]`` messages and reduces them over the graph's
+    ``x`` is ``[*, N, F]`` with nodes along ``node_dim`` (PyG's static-graph batches), the result
+    has the same layout. ``weight`` (or None: all ones) is per edge in the graph's augmented
+    order. Sum and mean run on ``propagate`` (SpMM, weights in fp32; batch positions become
+    feature columns; the bias is fused into its pass for 2-D features); any other aggregation of
+    weighted messages forms the ``[E, *, F]`` messages and reduces them over the graph's
     MessageGraph, then adds the bias.
     """
     bias = like(bias, x)
-    if type(aggr_module) in (SumAggregation, MeanAggregation) and x.dim() == 2:
-        return propagate(graph, x, weight, aggr_module.reduce, bias)
-    if weight is None:
-        out = aggregate_with(aggr_module, graph, x)
+    xn = node_major(x, node_dim)
+    if type(aggr_module) in (SumAggregation, MeanAggregation) and xn.dim() >= 2:
+        if xn.dim() == 2:
+            return propagate(graph, xn, weight, aggr_module.reduce, bias)
+        width = math.prod(xn.shape[1:])
+        out = propagate(graph, xn.reshape(xn.size(0), width), weight, aggr_module.reduce)
+        out = out.view((out.size(0),) + tuple(xn.shape[1:]))
+    elif weight is None:
+        out = aggregate_with(aggr_module, graph, xn, node_dim)
     else:
-        messages = x.index_select(0, graph.col.long())
+        messages = xn.index_select(0, graph.col.long())
         w = graph.csr_edge_values(weight).to(x.dtype)
-        messages = messages * w.view((-1,) + (1,) * (x.dim() - 1))
-        out = aggregate_with(aggr_module, messages_graph(graph), messages)
+        messages = messages * w.view((-1,) + (1,) * (xn.dim() - 1))
+        out = aggregate_with(aggr_module, messages_graph(graph), messages, node_dim)
+    out = from_node_major(out, x, node_dim)
     return out if bias is None else out + bias
 
 

@@ -17,13 +17,14 @@ from torch.nn import Parameter
 
 from ...ops.attention import gat_attention
 from .._amp import like
-from .._graph import node_counts, structural_adjacency
+from .._graph import structural_adjacency
 from ..linear import Linear, glorot_
-from ._attention import loop_edge_attr, with_attention
-from ._common import MessagePassingArgs, check_attention_aggr, check_edge_values, split_input
+from ._attention import attention_sizes, check_static, loop_edge_attr, with_attention
+from ._common import (MessagePassingArgs, MessagePassingModule, check_attention_aggr,
+                      check_edge_values, split_input)
 
 
-class GATConv(torch.nn.Module):
+class GATConv(MessagePassingModule):
     """Drop-in for ``torch_geometric.nn.GATConv`` (same arguments, parameters and outputs).
 
     Args:
@@ -42,6 +43,8 @@ class GATConv(torch.nn.Module):
         residual: add ``res(x_dst)``.
         **kwargs: PyG's MessagePassing arguments (only ``aggr='add'``).
     """
+
+    FIXED_NODE_DIM = 0
 
     def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int,
                  heads: int = 1, concat: bool = True, negative_slope: float = 0.2,
@@ -135,11 +138,13 @@ class GATConv(torch.nn.Module):
                 edge_attr: Optional[Tensor] = None, size: Optional[Tuple[int, int]] = None,
                 return_attention_weights: Optional[bool] = None):
         x_src, x_dst = split_input(x)
+        check_static("GATConv", x_src)
         res = self.res(x_dst) if self.res is not None and x_dst is not None else None
         h_src, h_dst, alpha_src, alpha_dst = self._project(x_src, x_dst)
-        num_src, num_dst = node_counts(h_src, h_dst, size)
+        num_src, num_dst = attention_sizes(edge_index, h_src, h_dst, size, self.add_self_loops)
 
-        adj = structural_adjacency("GATConv", edge_index, num_src, num_dst, self.add_self_loops)
+        adj = structural_adjacency("GATConv", edge_index, num_src, num_dst, self.add_self_loops,
+                                   edge_attr)
         w_edge = None
         if self.lin_edge is not None:
             if edge_attr is not None:
@@ -162,7 +167,7 @@ class GATConv(torch.nn.Module):
         if self.bias is not None:
             out = out + like(self.bias, out)
         if want_alpha:
-            return with_attention(out, alpha, adj, self.add_self_loops)
+            return with_attention(out, alpha, adj, edge_index, self.add_self_loops)
         return out
 
     def __repr__(self) -> str:

@@ -16,17 +16,20 @@ from ...ops.attention import gatv2_attention
 from .._amp import like
 from .._graph import structural_adjacency
 from ..linear import Linear, glorot_
-from ._attention import loop_edge_attr, with_attention
-from ._common import MessagePassingArgs, check_attention_aggr, check_edge_values, split_input
+from ._attention import attention_sizes, check_static, loop_edge_attr, with_attention
+from ._common import (MessagePassingArgs, MessagePassingModule, check_attention_aggr,
+                      check_edge_values, split_input)
 
 
-class GATv2Conv(torch.nn.Module):
+class GATv2Conv(MessagePassingModule):
     """Drop-in for ``torch_geometric.nn.GATv2Conv`` (same arguments, parameters and outputs).
 
     Args: as :class:`GATConv`, plus ``share_weights`` (``lin_r`` is ``lin_l``); ``bias`` also
     switches the biases of ``lin_l``/``lin_r``, as in PyG. There is no ``size`` argument and
     destination features are required, as in PyG.
     """
+
+    FIXED_NODE_DIM = 0
 
     def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int,
                  heads: int = 1, concat: bool = True, negative_slope: float = 0.2,
@@ -88,6 +91,7 @@ class GATv2Conv(torch.nn.Module):
         x_src, x_dst = split_input(x)
         if x_dst is None:
             raise ValueError("GATv2Conv needs destination features: got x = (x_src, None)")
+        check_static("GATv2Conv", x_src)
         res = self.res(x_dst) if self.res is not None else None
         h_src = self.lin_l(x_src).view(-1, H, C)
         if self.share_weights and x_dst is x_src:
@@ -95,8 +99,9 @@ class GATv2Conv(torch.nn.Module):
         else:
             h_dst = self.lin_r(x_dst).view(-1, H, C)
 
-        adj = structural_adjacency("GATv2Conv", edge_index, h_src.size(0), h_dst.size(0),
-                                   self.add_self_loops)
+        num_src, num_dst = attention_sizes(edge_index, h_src, h_dst, None, self.add_self_loops)
+        adj = structural_adjacency("GATv2Conv", edge_index, num_src, num_dst, self.add_self_loops,
+                                   edge_attr)
         w_edge = None
         if edge_attr is not None or adj.values is not None:
             if self.lin_edge is None:
@@ -119,7 +124,7 @@ class GATv2Conv(torch.nn.Module):
         if self.bias is not None:
             out = out + like(self.bias, out)
         if want_alpha:
-            return with_attention(out, alpha, adj, self.add_self_loops)
+            return with_attention(out, alpha, adj, edge_index, self.add_self_loops)
         return out
 
     def __repr__(self) -> str:

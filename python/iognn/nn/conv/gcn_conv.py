@@ -13,10 +13,16 @@
 
 Degrees are weighted in-degrees; a zero degree gives a zero weight. The unweighted normalisation
 is computed once per Graph and reused (the Graph itself is cached per adjacency tensor).
+
+``cached=True`` keeps the normalised graph of the first call, as PyG does, in two slots read
+through PyG's attribute names: ``_cached_edge_index`` (tensor adjacencies: ``[2, E]``, EdgeIndex,
+torch.sparse, iognn.Graph) and ``_cached_adj_t`` (torch_sparse.SparseTensor). Assigning None to
+either drops it (PyG's idiom for a new graph); assigning a pre-normalised ``(edge_index,
+edge_weight)`` pair (or a SparseTensor) makes later calls propagate over it without normalising.
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Optional
 
 import torch
 from torch import Tensor
@@ -25,13 +31,14 @@ from torch.nn import Parameter
 from ...graph import Graph, SelfLoops
 from ...ops._checks import acc_dtype
 from ...ops.propagate import gcn_norm
-from .._graph import (cached_graph, cached_on, edge_graph, is_sparse, sparse_graph, sparse_input,
-                      weighted_adjacency)
+from .._graph import (_SPARSE_TENSOR, cached_graph, cached_on, edge_graph, is_sparse,
+                      sparse_graph, sparse_input, weighted_adjacency)
 from ..linear import Linear
-from ._common import MessagePassingArgs, aggregate_weighted, check_edge_values
+from ._common import (MessagePassingArgs, MessagePassingModule, aggregate_weighted,
+                      check_edge_values)
 
 
-class GCNConv(torch.nn.Module):
+class GCNConv(MessagePassingModule):
     """Drop-in for ``torch_geometric.nn.GCNConv`` (same arguments, parameters and outputs).
 
     Args:
@@ -62,7 +69,8 @@ class GCNConv(torch.nn.Module):
         self.cached = cached
         self.add_self_loops = add_self_loops
         self.normalize = normalize
-        self._cached: Optional[Tuple[Graph, Optional[Tensor]]] = None
+        self._cache_index = None  # (Graph, weights), or a pair the user assigned
+        self._cache_adj_t = None
         self.lin = Linear(in_channels, out_channels, bias=False, weight_initializer="glorot")
         if bias:
             self.bias = Parameter(torch.empty(out_channels))
@@ -76,24 +84,79 @@ class GCNConv(torch.nn.Module):
         if self.bias is not None:
             with torch.no_grad():
                 self.bias.zero_()
-        self._cached = None
+        self._cache_index = self._cache_adj_t = None
+
+    # PyG's cache attributes (see the module note).
+    @property
+    def _cached_edge_index(self):
+        return self._pyg_cache(self._cache_index, as_sparse_tensor=False)
+
+    @_cached_edge_index.setter
+    def _cached_edge_index(self, value) -> None:
+        if value is not None and not (isinstance(value, (tuple, list)) and len(value) == 2):
+            raise TypeError(f"GCNConv._cached_edge_index must be None or an (edge_index, "
+                            f"edge_weight) pair, got {type(value).__name__}")
+        self._cache_index = None if value is None else tuple(value)
+
+    @property
+    def _cached_adj_t(self):
+        return self._pyg_cache(self._cache_adj_t, as_sparse_tensor=True)
+
+    @_cached_adj_t.setter
+    def _cached_adj_t(self, value) -> None:
+        if value is not None and not is_sparse(value):
+            raise TypeError(f"GCNConv._cached_adj_t must be None or a sparse adjacency, got "
+                            f"{type(value).__name__}")
+        self._cache_adj_t = None if value is None else (value, None)
+
+    @staticmethod
+    def _pyg_cache(entry, as_sparse_tensor: bool):
+        """A cache entry in PyG's form: ``(edge_index, edge_weight)``, or a SparseTensor."""
+        if entry is None or not isinstance(entry[0], Graph):
+            return entry if entry is None or not as_sparse_tensor else entry[0]
+        graph, weight = entry
+        edge_index = graph.edge_index
+        if weight is None:
+            weight = torch.ones(graph.num_edges, device=graph.device)
+        if as_sparse_tensor and _SPARSE_TENSOR is not None:
+            return _SPARSE_TENSOR(row=edge_index[1], col=edge_index[0], value=weight,
+                                  sparse_sizes=(graph.num_dst_nodes, graph.num_src_nodes))
+        return edge_index, weight
 
     def _normalised_graph(self, x: Tensor, edge_index, edge_weight: Optional[Tensor]):
         """(graph, per-edge weights in the graph's augmented order, or None for all ones)."""
-        if self._cached is not None:
-            return self._cached
-        num_nodes = x.size(0)
+        num_nodes = x.size(self.node_dim)
         if not self.normalize:
-            if is_sparse(edge_index):
-                adj = weighted_adjacency("GCNConv", edge_index, num_nodes, num_nodes,
-                                         coalesce=self.fuse, use_values=True)
-                return adj.graph, adj.values
-            graph = edge_graph("GCNConv", edge_index, num_nodes, num_nodes)
-            if edge_weight is not None:
-                check_edge_values("GCNConv", "edge_weight", edge_weight, graph)
-            return graph, edge_weight
+            return self._weighted_graph(edge_index, edge_weight, num_nodes)
+        slot = ("_cache_adj_t" if _SPARSE_TENSOR is not None
+                and isinstance(edge_index, _SPARSE_TENSOR) else "_cache_index")
+        cache = getattr(self, slot)
+        if cache is not None:
+            if isinstance(cache[0], Graph):
+                return cache
+            return self._weighted_graph(cache[0], cache[1], num_nodes)  # assigned by the user
+        graph, weight = self._normalise(edge_index, edge_weight, num_nodes, x.dtype)
+        if self.cached and not torch.compiler.is_compiling():  # compiled: rebuilt in the graph
+            setattr(self, slot, (graph, weight))
+        return graph, weight
+
+    def _weighted_graph(self, edge_index, edge_weight: Optional[Tensor], num_nodes):
+        """The plain weighted sum's graph and weights (``normalize=False``, or a cache entry the
+        user assigned)."""
+        if is_sparse(edge_index):
+            adj = weighted_adjacency("GCNConv", edge_index, num_nodes, num_nodes,
+                                     coalesce=self.fuse, use_values=True)
+            return adj.graph, adj.values
+        graph = edge_graph("GCNConv", edge_index, num_nodes, num_nodes)
+        if edge_weight is not None:
+            check_edge_values("GCNConv", "edge_weight", edge_weight, graph)
+        return graph, edge_weight
+
+    def _normalise(self, edge_index, edge_weight: Optional[Tensor], num_nodes,
+                   x_dtype: torch.dtype):
+        """PyG's gcn_norm: (graph with the self-loops, normalised weights in augmented order)."""
         fill = 2.0 if self.improved else 1.0
-        dtype = acc_dtype(x.dtype)
+        dtype = acc_dtype(x_dtype)
         if is_sparse(edge_index):
             graph, weight = self._sparse_graph(edge_index, fill, dtype)
         else:
@@ -103,12 +166,9 @@ class GCNConv(torch.nn.Module):
                 check_edge_values("GCNConv", "edge_weight", edge_weight, graph)
             weight = graph.augment_edge_values(edge_weight, fill)
         if weight is None:
-            weight = cached_on(graph, ("gcn_norm", dtype), lambda: gcn_norm(graph, None, dtype))
-        else:
-            weight = gcn_norm(graph, weight, dtype)
-        if self.cached and not torch.compiler.is_compiling():  # compiled: rebuilt in the graph
-            self._cached = (graph, weight)
-        return graph, weight
+            return graph, cached_on(graph, ("gcn_norm", dtype),
+                                    lambda: gcn_norm(graph, None, dtype))
+        return graph, gcn_norm(graph, weight, dtype)
 
     def _sparse_graph(self, adj, fill: float, dtype: torch.dtype):
         """PyG's gcn_norm inputs for a sparse matrix: (graph, weights before normalisation)."""
@@ -141,7 +201,8 @@ class GCNConv(torch.nn.Module):
                              "layer does not support bipartite message passing. Please try other "
                              "layers such as 'SAGEConv' or 'GraphConv' instead")
         graph, weight = self._normalised_graph(x, edge_index, edge_weight)
-        return aggregate_weighted(self.aggr_module, graph, self.lin(x), weight, self.bias)
+        return aggregate_weighted(self.aggr_module, graph, self.lin(x), weight, self.bias,
+                                  self.node_dim)
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"

@@ -15,13 +15,14 @@ import torch
 from torch import Tensor
 
 from .._amp import autocast_input, like
-from .._graph import messages_graph, node_counts, structural_adjacency, weighted_adjacency
+from .._graph import message_sizes, messages_graph, structural_adjacency, weighted_adjacency
 from ..aggr.base import aggregate_with
 from ..linear import Linear
-from ._common import MessagePassingArgs, aggregate_weighted, reset_module, split_input
+from ._common import (MessagePassingArgs, MessagePassingModule, aggregate_weighted,
+                      from_node_major, node_major, reset_module, split_input)
 
 
-class _GINBase(torch.nn.Module):
+class _GINBase(MessagePassingModule):
     def _init_eps(self, nn: Callable, eps: float, train_eps: bool) -> None:
         self.nn = nn
         self.initial_eps = eps
@@ -65,11 +66,12 @@ class GINConv(_GINBase):
     def forward(self, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], edge_index,
                 size: Optional[Tuple[int, int]] = None) -> Tensor:
         x_src, x_dst = split_input(x)
-        num_src, num_dst = node_counts(x_src, x_dst, size)
+        num_src, num_dst = message_sizes(edge_index, x_src, x_dst, size, self.node_dim)
         adj = weighted_adjacency("GINConv", edge_index, num_src, num_dst, coalesce=self.fuse,
                                  use_values=self.fuse)
         values = adj.values if adj.sparse is not None and adj.sparse.is_torch_sparse else None
-        out = aggregate_weighted(self.aggr_module, adj.graph, autocast_input(x_src), values)
+        out = aggregate_weighted(self.aggr_module, adj.graph, autocast_input(x_src), values,
+                                 node_dim=self.node_dim)
         return self._update(out, x_dst)
 
 
@@ -115,7 +117,7 @@ class GINEConv(_GINBase):
                 edge_attr: Optional[Tensor] = None,
                 size: Optional[Tuple[int, int]] = None) -> Tensor:
         x_src, x_dst = split_input(x)
-        num_src, num_dst = node_counts(x_src, x_dst, size)
+        num_src, num_dst = message_sizes(edge_index, x_src, x_dst, size, self.node_dim)
         adj = structural_adjacency("GINEConv", edge_index, num_src, num_dst, add_loops=False)
         if edge_attr is None:
             edge_attr = adj.values
@@ -127,7 +129,11 @@ class GINEConv(_GINBase):
                              "setting the 'edge_dim' attribute of 'GINEConv'")
         edge_attr = self.lin(edge_attr) if self.lin is not None else edge_attr
         graph = adj.graph
-        messages = x_src.index_select(0, graph.col.long())
-        messages = (messages + like(graph.csr_edge_values(edge_attr), messages)).relu()
-        out = aggregate_with(self.aggr_module, messages_graph(graph), messages)
-        return self._update(out, x_dst)
+        messages = node_major(x_src, self.node_dim).index_select(0, graph.col.long())
+        edge = like(graph.csr_edge_values(edge_attr), messages)
+        if messages.dim() > edge.dim():  # batched features: one edge feature per batch position
+            edge = edge.view((edge.size(0),) + (1,) * (messages.dim() - edge.dim())
+                             + tuple(edge.shape[1:]))
+        messages = (messages + edge).relu()
+        out = aggregate_with(self.aggr_module, messages_graph(graph), messages, self.node_dim)
+        return self._update(from_node_major(out, x_src, self.node_dim), x_dst)

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from typing import Optional, Tuple, Union
 
-import torch
 from torch import Tensor
 
 from .._amp import autocast_input
-from .._graph import node_counts, weighted_adjacency
+from .._graph import message_sizes, weighted_adjacency
 from ..linear import Linear
-from ._common import MessagePassingArgs, aggregate_weighted, check_edge_values, split_input
+from ._common import (MessagePassingArgs, MessagePassingModule, aggregate_weighted,
+                      check_edge_values, split_input)
 
 
-class GraphConv(torch.nn.Module):
+class GraphConv(MessagePassingModule):
     """Drop-in for ``torch_geometric.nn.GraphConv``.
 
     Args:
@@ -49,14 +49,15 @@ class GraphConv(torch.nn.Module):
                 edge_weight: Optional[Tensor] = None,
                 size: Optional[Tuple[int, int]] = None) -> Tensor:
         x_src, x_dst = split_input(x)
-        num_src, num_dst = node_counts(x_src, x_dst, size)
+        num_src, num_dst = message_sizes(edge_index, x_src, x_dst, size, self.node_dim)
         adj = weighted_adjacency("GraphConv", edge_index, num_src, num_dst, coalesce=self.fuse,
                                  use_values=True)
         if adj.sparse is not None and (self.fuse or edge_weight is None):
             edge_weight = adj.values  # PyG's fused path ignores edge_weight for sparse inputs
         elif edge_weight is not None:
             check_edge_values("GraphConv", "edge_weight", edge_weight, adj.graph)
-        out = aggregate_weighted(self.aggr_module, adj.graph, autocast_input(x_src), edge_weight)
+        out = aggregate_weighted(self.aggr_module, adj.graph, autocast_input(x_src), edge_weight,
+                                 node_dim=self.node_dim)
         out = self.lin_rel(out)
         if x_dst is not None:
             out = out + self.lin_root(x_dst)

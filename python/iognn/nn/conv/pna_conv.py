@@ -7,16 +7,16 @@ degrees from the CSR offsets); ``out = lin(cat_t post_nn_t([x, aggr]))``.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Union
 
 import torch
 from torch import Tensor
 
 from .._amp import autocast_input
-from .._graph import messages_graph, structural_adjacency
+from .._graph import message_sizes, messages_graph, structural_adjacency
 from ..aggr import DegreeScalerAggregation
 from ..linear import Linear
-from ._common import MessagePassingArgs, reset_module
+from ._common import MessagePassingArgs, MessagePassingModule, reset_module
 
 
 def _activation(act, act_kwargs: Optional[Dict[str, Any]]) -> torch.nn.Module:
@@ -24,7 +24,7 @@ def _activation(act, act_kwargs: Optional[Dict[str, Any]]) -> torch.nn.Module:
     return activation_resolver(act, **(act_kwargs or {}))
 
 
-class PNAConv(torch.nn.Module):
+class PNAConv(MessagePassingModule):
     """Drop-in for ``torch_geometric.nn.PNAConv`` (same arguments, parameters and outputs).
 
     Args:
@@ -39,6 +39,8 @@ class PNAConv(torch.nn.Module):
         act, act_kwargs: activation between MLP layers.
         train_norm: learn the degree normalisers.
     """
+
+    FIXED_NODE_DIM = 0
 
     def __init__(self, in_channels: int, out_channels: int, aggregators: List[str],
                  scalers: List[str], deg: Tensor, edge_dim: Optional[int] = None,
@@ -98,7 +100,8 @@ class PNAConv(torch.nn.Module):
             x = x.view(-1, self.towers, self.F_in)
         else:
             x = x.view(-1, 1, self.F_in).repeat(1, self.towers, 1)
-        adj = structural_adjacency("PNAConv", edge_index, x.size(0), x.size(0), add_loops=False)
+        num_src, num_dst = message_sizes(edge_index, x, x, None, 0)
+        adj = structural_adjacency("PNAConv", edge_index, num_src, num_dst, add_loops=False)
         graph = adj.graph
         if edge_attr is None:
             edge_attr = adj.values
@@ -118,6 +121,22 @@ class PNAConv(torch.nn.Module):
         out = torch.cat([x.to(out.dtype), out], dim=-1)
         out = torch.cat([nn(out[:, i]) for i, nn in enumerate(self.post_nns)], dim=1)
         return self.lin(out)
+
+    @staticmethod
+    def get_degree_histogram(loader: Iterable) -> Tensor:
+        """The in-degree histogram ``deg`` (``deg[d]`` = nodes with d in-edges, int64) over every
+        graph a loader (or any iterable of PyG ``Data`` objects) yields, on the device of their
+        edges: PyG's ``PNAConv.get_degree_histogram``."""
+        histogram = torch.zeros(1, dtype=torch.long)
+        for data in loader:
+            in_degree = torch.bincount(data.edge_index[1].long(), minlength=data.num_nodes)
+            counts = torch.bincount(in_degree, minlength=histogram.numel())
+            histogram = histogram.to(counts.device)
+            if counts.numel() > histogram.numel():
+                histogram = torch.cat([histogram, histogram.new_zeros(counts.numel()
+                                                                      - histogram.numel())])
+            histogram += counts
+        return histogram
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "

@@ -15,12 +15,12 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .._amp import autocast_input
-from .._graph import node_counts, weighted_adjacency
+from .._graph import message_sizes, weighted_adjacency
 from ..linear import Linear
-from ._common import MessagePassingArgs, aggregate_weighted, split_input
+from ._common import MessagePassingArgs, MessagePassingModule, aggregate_weighted, split_input
 
 
-class SAGEConv(torch.nn.Module):
+class SAGEConv(MessagePassingModule):
     """Drop-in for ``torch_geometric.nn.SAGEConv``.
 
     Args:
@@ -78,12 +78,12 @@ class SAGEConv(torch.nn.Module):
         x_src, x_dst = split_input(x)
         if self.project:
             x_src = self.lin(x_src).relu()
-        num_src, num_dst = node_counts(x_src, x_dst, size)
+        num_src, num_dst = message_sizes(edge_index, x_src, x_dst, size, self.node_dim)
         adj = weighted_adjacency("SAGEConv", edge_index, num_src, num_dst, coalesce=self.fuse,
                                  use_values=self.fuse)
         values = adj.values if adj.sparse is not None and adj.sparse.is_torch_sparse else None
         out = self.lin_l(aggregate_weighted(self.aggr_module, adj.graph, autocast_input(x_src),
-                                            values))
+                                            values, node_dim=self.node_dim))
         if self.root_weight and x_dst is not None:
             out = out + self.lin_r(x_dst)
         if self.normalize:

@@ -14,13 +14,14 @@ from torch import Tensor
 
 from ...ops.attention import transformer_attention
 from .._amp import like
-from .._graph import structural_adjacency
+from .._graph import message_sizes, structural_adjacency
 from ..linear import Linear
 from ._attention import with_attention
-from ._common import MessagePassingArgs, check_attention_aggr, check_edge_values, split_input
+from ._common import (MessagePassingArgs, MessagePassingModule, check_attention_aggr,
+                      check_edge_values, split_input)
 
 
-class TransformerConv(torch.nn.Module):
+class TransformerConv(MessagePassingModule):
     """Drop-in for ``torch_geometric.nn.TransformerConv`` (same arguments, parameters and outputs).
 
     Args:
@@ -35,6 +36,8 @@ class TransformerConv(torch.nn.Module):
         root_weight: add ``lin_skip(x_dst)``.
         **kwargs: PyG's MessagePassing arguments (only ``aggr='add'``).
     """
+
+    FIXED_NODE_DIM = 0
 
     def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int,
                  heads: int = 1, concat: bool = True, beta: bool = False, dropout: float = 0.0,
@@ -84,7 +87,8 @@ class TransformerConv(torch.nn.Module):
         query = self.lin_query(x_dst).view(-1, H, C)
         key = self.lin_key(x_src).view(-1, H, C)
         value = self.lin_value(x_src).view(-1, H, C)
-        adj = structural_adjacency("TransformerConv", edge_index, key.size(0), query.size(0),
+        num_src, num_dst = message_sizes(edge_index, key, query, None, 0)
+        adj = structural_adjacency("TransformerConv", edge_index, num_src, num_dst,
                                    add_loops=False)
         if edge_attr is None:
             edge_attr = adj.values
@@ -113,7 +117,8 @@ class TransformerConv(torch.nn.Module):
             else:
                 out = out + x_r
         if want_alpha:
-            return with_attention(out, alpha, adj, loops_added=False, returns_input=True)
+            return with_attention(out, alpha, adj, edge_index, loops_added=False,
+                                  returns_input=True)
         return out
 
     def __repr__(self) -> str:
