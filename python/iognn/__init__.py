@@ -9,7 +9,8 @@ from . import _C  # noqa: F401  (registers torch.ops.iognn.*)
 from .graph import Graph, SelfLoops
 from . import ops
 from .accelerate import accelerate
+from .captured import CapturedStep
 
 __version__ = "0.1.0"
 
-__all__ = ["Graph", "SelfLoops", "ops", "accelerate", "__version__"]
+__all__ = ["Graph", "SelfLoops", "ops", "accelerate", "CapturedStep", "__version__"]

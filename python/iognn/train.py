@@ -3,7 +3,8 @@
 With ``--compare pyg`` the same architecture is also built from ``torch_geometric.nn``; the iognn
 model starts from the PyG model's initial weights (``load_state_dict``), both train with the same
 seed and Adam settings, and a table compares test accuracy (at the best validation epoch), time per
-training step and peak memory.
+training step and peak memory. On CUDA the iognn model trains twice: eagerly and with its training
+step captured in a CUDA graph (``iognn.CapturedStep``; ``--no-capture`` leaves that row out).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ CONV_CLASSES = {"gcn": "GCNConv", "sage": "SAGEConv", "gin": "GINConv", "gat": "
                 "gatv2": "GATv2Conv", "transformer": "TransformerConv"}
 MODELS = tuple(CONV_CLASSES)
 TIME_METRIC = "training step (forward + backward + Adam), mean over all epochs after a warm-up step"
+CAPTURED = "iognn captured"
 
 
 # ---- model ---------------------------------------------------------------------------------------
@@ -185,22 +187,31 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _node_loss(model, x, edge_index, y, mask):
+    return F.cross_entropy(model(x, edge_index)[mask], y[mask])
+
+
 def train_model(name: str, model: torch.nn.Module, data, epochs: int, lr: float,
                 weight_decay: float, seed: int, device: torch.device,
-                progress: bool = True):
+                progress: bool = True, captured: bool = False):
     """Full-batch training with Adam; the test accuracy is taken at the best validation epoch
     (the earliest on ties). Returns ``(RunResult, how peak memory was measured)``.
 
     An untimed forward + backward first (parameters untouched, the seed set after it) keeps one-time
     costs such as thread pools and first allocations out of the time and memory figures.
+    ``captured``: the training step runs as an ``iognn.CapturedStep`` (its first steps, eager
+    warm-up and the capture, are timed like the others).
     """
     from tqdm import tqdm
+
+    from .captured import CapturedStep
     x, edge_index, y = data.x, data.edge_index, data.y
     model.train()
     model(x, edge_index).sum().backward()
     model.zero_grad(set_to_none=True)
     torch.manual_seed(seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    step = CapturedStep(model, optimizer, _node_loss, enabled=captured)
     best_val, best_test, best_epoch, loss_value = -1.0, 0.0, 0, float("nan")
     step_times = []
     with PeakMemory(device) as memory:
@@ -210,10 +221,7 @@ def train_model(name: str, model: torch.nn.Module, data, epochs: int, lr: float,
             model.train()
             _sync(device)
             start = time.perf_counter()
-            optimizer.zero_grad()
-            loss = F.cross_entropy(model(x, edge_index)[data.train_mask], y[data.train_mask])
-            loss.backward()
-            optimizer.step()
+            loss = step(x, edge_index, y, data.train_mask)
             _sync(device)
             step_times.append(time.perf_counter() - start)
 
@@ -231,18 +239,21 @@ def train_model(name: str, model: torch.nn.Module, data, epochs: int, lr: float,
     return result, memory.method
 
 
-def build_models(args, in_channels: int, num_classes: int) -> dict:
-    """``{implementation: model}``; with ``--compare`` the iognn model copies the PyG model's
-    initial weights so both start identical."""
-    names = ["iognn"] + ([args.compare] if args.compare else [])
+def build_models(args, in_channels: int, num_classes: int, captured: bool = False) -> dict:
+    """``{implementation: model}``; with ``--compare`` the iognn models copy the PyG model's
+    initial weights so all start identical. ``captured`` adds the iognn model trained with a
+    captured step."""
+    names = ["iognn"] + ([CAPTURED] if captured else []) + ([args.compare] if args.compare else [])
     models = {}
     for name in reversed(names):  # the reference first: its weights are the ones copied
         torch.manual_seed(args.seed)
-        models[name] = build_model(args.model, implementation_layers(name), in_channels,
-                                   args.hidden, num_classes, heads=args.heads,
-                                   dropout=args.dropout, attn_dropout=args.attn_dropout)
-    if args.compare:
-        models["iognn"].load_state_dict(models[args.compare].state_dict())
+        layers = implementation_layers("iognn" if name == CAPTURED else name)
+        models[name] = build_model(args.model, layers, in_channels, args.hidden, num_classes,
+                                   heads=args.heads, dropout=args.dropout,
+                                   attn_dropout=args.attn_dropout)
+    for name in names:
+        if name != names[-1]:
+            models[name].load_state_dict(models[names[-1]].state_dict())
     return {name: models[name] for name in names}
 
 
@@ -252,7 +263,12 @@ def run_training(args) -> dict:
     data = load_dataset(args.dataset, args.data_dir)
     num_classes = int(data.y.max()) + 1
     device = pick_device(args.device, args.model, args.heads)
-    models = build_models(args, data.num_features, num_classes)
+    captured = device.type == "cuda" and not args.no_capture
+    if captured and args.attn_dropout > 0 and args.model in ("gat", "gatv2", "transformer"):
+        print("notice: attention dropout cannot be captured in a CUDA graph; no captured row",
+              file=sys.stderr)
+        captured = False
+    models = build_models(args, data.num_features, num_classes, captured)
     data = data.to(device)
     print(f"{args.model} on {args.dataset}: {data.num_nodes} nodes, {data.num_edges} edges, "
           f"{data.num_features} features, {num_classes} classes; device {device}; "
@@ -262,7 +278,8 @@ def run_training(args) -> dict:
         model = model.to(device)
         result, memory_metric = train_model(name, model, data, args.epochs, args.lr,
                                             args.weight_decay, args.seed, device,
-                                            progress=not args.no_progress)
+                                            progress=not args.no_progress,
+                                            captured=name == CAPTURED)
         results.append(result)
     config = {k: v for k, v in vars(args).items() if k not in ("run", "command", "json")}
     config["device"] = str(device)
@@ -314,6 +331,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also train the same model built from torch_geometric.nn layers")
     parser.add_argument("--json", default=None, metavar="PATH", help="write the report as JSON")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    parser.add_argument("--no-capture", action="store_true",
+                        help="on CUDA, leave out the run whose training step is captured in a "
+                             "CUDA graph (iognn.CapturedStep)")
 
 
 def run(args) -> int:

@@ -61,6 +61,50 @@ def test_two_layer_model_compiles_once_for_all_batch_sizes(kind, backend, device
     assert not counters["graph_break"]
 
 
+def iognn_op_names(run) -> list:
+    """Names of the iognn operators ``run()`` calls (CPU profiler events: every op dispatched,
+    whatever device it runs on)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        run()
+    return [e.name for e in prof.events() if e.name.startswith("iognn::")]
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("kind", ["gcn", "gat", "multi"])
+def test_compiled_training_step_builds_no_graph_after_warm_up(kind, device):
+    """A full-graph training loop: the first compiled step builds the Graph and stores it on the
+    edge_index, the second compiles the variant that reads it as an input; from then on no step
+    builds a Graph, and every step equals eager."""
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    model = TwoLayer(kind).to(device)
+    twin = TwoLayer(kind).to(device)
+    twin.load_state_dict(model.state_dict())
+    compiled = torch.compile(model, fullgraph=True, dynamic=True, backend=BACKENDS[0])
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(40, 8, generator=gen).to(device)
+    edge_index = torch.randint(0, 40, (2, 160), generator=gen).to(device)
+    optimizers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, twin)]
+
+    def step(module, optimizer):
+        optimizer.zero_grad()
+        loss = module(x, edge_index).square().mean()
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    for _ in range(2):
+        torch.testing.assert_close(step(compiled, optimizers[0]), step(twin, optimizers[1]))
+    names = iognn_op_names(lambda: [step(compiled, optimizers[0]) for _ in range(3)])
+    assert names and not any("build_graph" in n for n in names)
+    for _ in range(3):
+        step(twin, optimizers[1])
+    for a, b in zip(model.parameters(), twin.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert counters["stats"]["unique_graphs"] <= 2 and not counters["graph_break"]
+
+
 @pytest.mark.parametrize("self_loops", [0, 1, 2])
 def test_graph_construction_fake_kernels(self_loops):
     edge_index = torch.randint(0, 10, (2, 30), generator=torch.Generator().manual_seed(2))

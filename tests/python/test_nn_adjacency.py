@@ -1,7 +1,9 @@
 """Adjacency inputs of the iognn.nn layers: torch.sparse COO/CSR/CSC matrices and EdgeIndex
 against PyG given the same input (its per-layer sparse semantics, attention weights returned as
 PyG returns them), and the per-adjacency Graph cache (reuse, in-place modification, lifetime)."""
+import copy
 import gc
+import weakref
 
 import pytest
 import torch
@@ -221,14 +223,20 @@ def test_in_place_modification_rebuilds_the_graph(builds):
     torch.testing.assert_close(ours(x, adj), theirs(x, adj))
 
 
+def cached_graphs(adj):
+    slot = getattr(adj, "_iognn_graphs", None)
+    return [value for _, value in slot.entries.values()] if hasattr(slot, "entries") else []
+
+
 def test_cache_entries_die_with_their_adjacency():
     edge_index, _ = random_adjacency(seed=7)
     x, _ = x_input()
     io_nn.SAGEConv(6, 5)(x, edge_index)
-    key = next(k for k in _graph._CACHE if k[0] == id(edge_index))
-    del edge_index
+    (graph,) = cached_graphs(edge_index)
+    ref = weakref.ref(graph)
+    del graph, edge_index
     gc.collect()
-    assert key not in _graph._CACHE
+    assert ref() is None
 
 
 def test_cache_is_bounded():
@@ -237,7 +245,21 @@ def test_cache_is_bounded():
     kept = [random_adjacency(seed=s)[0] for s in range(_graph.MAX_ENTRIES + 8)]
     for edge_index in kept:
         layer(x, edge_index)
-    assert len(_graph._CACHE) <= _graph.MAX_ENTRIES
+    assert sum(len(cached_graphs(e)) for e in kept) == _graph.MAX_ENTRIES
+    assert cached_graphs(kept[-1]) and not cached_graphs(kept[0])  # least recent out first
+
+
+def test_cache_is_neither_copied_nor_pickled(tmp_path):
+    edge_index, _ = random_adjacency(seed=8)
+    x, _ = x_input()
+    io_nn.GCNConv(6, 5)(x, edge_index)
+    assert cached_graphs(edge_index)
+    assert cached_graphs(copy.deepcopy(edge_index)) == []
+    torch.save(edge_index, tmp_path / "edge_index.pt")
+    loaded = torch.load(tmp_path / "edge_index.pt", weights_only=True)
+    assert torch.equal(loaded, edge_index) and cached_graphs(loaded) == []
+    _graph.forget_graphs(edge_index)
+    assert cached_graphs(edge_index) == []
 
 
 def test_sizes_are_part_of_the_key():

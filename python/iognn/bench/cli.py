@@ -35,8 +35,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``iognn bench`` (also used by the ``iognn`` console command)."""
-    p.add_argument("--suite", choices=sorted(SUITES), default="quick",
-                   help="preset to start from; the options below override it (default: quick)")
+    p.add_argument("--suite", choices=sorted(SUITES) + ["workloads"], default="quick",
+                   help="preset to start from; the options below override it (default: quick). "
+                   "'workloads': whole training steps, layers, per-batch graphs and op rows on "
+                   "small and mid-size graphs, wall time with the host included")
+    p.add_argument("--parts", type=_csv, help="workloads suite: parts to run out of "
+                   "steps,layers,batches,ops (default: all)")
+    p.add_argument("--compile-graphs", type=_csv, help="workloads suite: graphs that get the "
+                   "torch.compile rows (default: cora,random:10000:200000; 'none' for none)")
+    p.add_argument("--op-graphs", type=_csv, help="workloads suite: graphs of the op rows")
     p.add_argument("--graphs", type=_csv,
                    help="comma-separated graph specs: powerlaw:N:avgdeg[:exp], uniform:N:avgdeg, "
                    "grid:N, sbm:N:blocks:deg_in:deg_out, rmat:scale:edgefactor, "
@@ -114,8 +121,34 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(str(exc))
 
 
+def run_workloads_suite(args: argparse.Namespace) -> int:
+    from .workloads import PARTS, WorkloadsConfig, run_workloads, write
+    parts = tuple(args.parts or PARTS)
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        raise ValueError(f"--parts: unknown part(s) {unknown}; expected {list(PARTS)}")
+    config = WorkloadsConfig(device=args.device, parts=parts, graphs=args.graphs,
+                             op_graphs=args.op_graphs, seed=args.seed or 0,
+                             data_dir=args.data_dir)
+    if args.compile_graphs is not None:
+        config.compile_graphs = tuple(g for g in args.compile_graphs if g != "none")
+    if args.warmup is not None:
+        config.warmup = args.warmup
+    if args.repeats is not None:
+        config.steps = args.repeats
+    rows = run_workloads(config, log=lambda line: print(line, flush=True))
+    paths = write(rows, args.out, config)
+    failed = [r for r in rows if r.status.startswith("error")]
+    print(f"iognn bench --suite workloads: {len(rows)} rows, {len(failed)} errors")
+    for kind, path in paths.items():
+        print(f"  {kind}: {path}")
+    return 1 if failed else 0
+
+
 def run(args: argparse.Namespace, argv: Optional[Sequence[str]] = None) -> int:
     """Runs the benchmark described by parsed arguments (see :func:`main`)."""
+    if args.suite == "workloads":
+        return run_workloads_suite(args)
     argv = list(sys.argv[2:] if argv is None else argv)  # `iognn bench ...`: after the command
     runner = Runner(config_from_args(args), progress=not args.no_progress)
     os.makedirs(args.out, exist_ok=True)

@@ -8,6 +8,7 @@ from . import aggr
 from .aggr import (Aggregation, DegreeScalerAggregation, MaxAggregation, MeanAggregation,
                    MinAggregation, MultiAggregation, StdAggregation, SumAggregation,
                    VarAggregation)
+from ._graph import forget_graphs
 from .conv import (GATConv, GATv2Conv, GCNConv, GINConv, GINEConv, GraphConv, PNAConv, SAGEConv,
                    TransformerConv)
 from .linear import Linear
@@ -15,4 +16,4 @@ from .linear import Linear
 __all__ = ["Linear", "GCNConv", "SAGEConv", "GINConv", "GINEConv", "GraphConv", "GATConv",
            "GATv2Conv", "TransformerConv", "PNAConv", "aggr", "Aggregation", "SumAggregation",
            "MeanAggregation", "MinAggregation", "MaxAggregation", "VarAggregation",
-           "StdAggregation", "MultiAggregation", "DegreeScalerAggregation"]
+           "StdAggregation", "MultiAggregation", "DegreeScalerAggregation", "forget_graphs"]

@@ -1,12 +1,19 @@
 """The adjacency handling every iognn.nn layer shares: node counts, the Graph of one forward (built
 once per adjacency tensor and cached), sparse-matrix inputs and the graph of edge-level messages.
 
-Cache contract (``cached_graph``): an entry is keyed by the adjacency object's identity plus what
-the layer derives from it (self-loop mode, sizes, ...), holds a weak reference to the adjacency and
-its version counter at build time, and is used only while that same object is alive and unmodified
-(an in-place change bumps ``_version`` and the next forward rebuilds). Entries die with their
-adjacency; at most ``MAX_ENTRIES`` are kept (least recently used first out). Under
-``torch.compile`` the cache is bypassed: the Graph is built inside the compiled graph.
+Cache contract (``cached_graph``): the Graphs built from an adjacency object live on that object
+(attribute ``_iognn_graphs``), keyed by what the layer derives from it (self-loop mode, sizes,
+...), each with the adjacency's version counter at build time; an entry is used while the object
+is unmodified (an in-place change bumps ``_version`` and the next forward rebuilds). Entries die
+with their adjacency, are neither copied nor pickled with it, and at most ``MAX_ENTRIES`` are kept
+process-wide (least recently used first out).
+
+Under ``torch.compile`` the same entries are read: TorchDynamo lifts a cached Graph's tensors as
+inputs of the compiled graph, guarded by the presence of the entry (not by the adjacency's
+identity), so one compiled graph serves every adjacency that has its Graph and another one builds
+and stores the Graph of a new adjacency. A compiled call cannot read the version counter: an
+adjacency modified in place between compiled calls keeps its old Graph until an eager call or
+``forget_graphs(adj)``.
 """
 from __future__ import annotations
 
@@ -23,8 +30,6 @@ from ..graph import Graph, SelfLoops
 
 _SPARSE_TENSOR = _sparse_tensor_class()  # torch_sparse.SparseTensor, or None when not installed
 _EDGE_INDEX = _edge_index_class()  # torch_geometric.EdgeIndex
-MAX_ENTRIES = 64
-_CACHE: "OrderedDict[tuple, Tuple[weakref.ref, int, Graph]]" = OrderedDict()
 
 
 def message_sizes(adj, x_src: Optional[Tensor], x_dst: Optional[Tensor],
@@ -74,6 +79,29 @@ def is_edge_index(adj) -> bool:
 
 
 # ---- the cache ---------------------------------------------------------------------------------
+MAX_ENTRIES = 64
+_SLOT = "_iognn_graphs"
+
+
+class GraphSlot:
+    """The Graphs (and Graph-derived values) cached on one object, by key: ``{key: (version,
+    value)}``. A copy of the object starts empty; a pickled one carries an empty OrderedDict in
+    its place (a type ``torch.load(weights_only=True)`` accepts, with or without iognn)."""
+
+    def __init__(self):
+        self.entries = {}
+
+    def __reduce__(self):
+        return (OrderedDict, ())
+
+    def __deepcopy__(self, memo):
+        return GraphSlot()
+
+
+# Process-wide recency of the eager entries: (id(slot), key) -> weak reference to the slot.
+_RECENT: "OrderedDict[tuple, weakref.ref]" = OrderedDict()
+
+
 def _version(adj) -> int:
     """Version counter(s) of the tensors that define adj's structure."""
     if isinstance(adj, Graph):
@@ -85,42 +113,62 @@ def _version(adj) -> int:
     return sum(t._version for t in (storage._row, storage._rowptr, storage._col) if t is not None)
 
 
-def _forget(key) -> Callable:
-    def callback(_ref):
-        _CACHE.pop(key, None)
-    return callback
+def _touch(slot: GraphSlot, key: tuple) -> None:
+    """Marks an entry as the most recent; evicts the least recent ones beyond MAX_ENTRIES."""
+    handle = (id(slot), key)
+    _RECENT[handle] = weakref.ref(slot)
+    _RECENT.move_to_end(handle)
+    while len(_RECENT) > MAX_ENTRIES:
+        (_, old_key), ref = _RECENT.popitem(last=False)
+        owner = ref()
+        if owner is not None:
+            owner.entries.pop(old_key, None)
 
 
-def cached_graph(adj, key: tuple, build: Callable[[], Graph]) -> Graph:
-    """``build()``'s Graph for ``adj``, reused while ``adj`` is the same, unmodified object."""
-    if torch.compiler.is_compiling():
-        return build()
-    full_key = (id(adj),) + key
-    entry = _CACHE.get(full_key)
-    version = _version(adj)
-    if entry is not None and entry[0]() is adj and entry[1] == version:
-        _CACHE.move_to_end(full_key)
-        return entry[2]
-    graph = build()
-    _CACHE[full_key] = (weakref.ref(adj, _forget(full_key)), version, graph)
-    _CACHE.move_to_end(full_key)
-    while len(_CACHE) > MAX_ENTRIES:
-        _CACHE.popitem(last=False)
-    return graph
+def cached(owner, key: tuple, compute: Callable[[], object], versioned: bool = True,
+           fits: Optional[Callable[[object], bool]] = None):
+    """``compute()``'s value for ``owner`` and ``key``, stored on ``owner`` and reused while
+    ``owner`` is unmodified (``versioned``: its version counter is checked in eager calls) and
+    ``fits(value)`` holds. Node counts belong in ``fits``, not in ``key``: under torch.compile they
+    are symbolic, and a key that holds them would specialise every compiled graph to them."""
+    compiling = torch.compiler.is_compiling()
+    slot = getattr(owner, _SLOT, None)
+    if not isinstance(slot, GraphSlot):
+        slot = GraphSlot()
+        setattr(owner, _SLOT, slot)
+    version = -1 if compiling or not versioned else _version(owner)
+    entry = slot.entries.get(key)
+    if entry is not None and (compiling or entry[0] == version) and (
+            fits is None or fits(entry[1])):
+        if not compiling:
+            _touch(slot, key)
+        return entry[1]
+    value = compute()
+    slot.entries[key] = (version, value)
+    if not compiling:
+        _touch(slot, key)
+    return value
 
 
-_DERIVED: "weakref.WeakKeyDictionary[Graph, dict]" = weakref.WeakKeyDictionary()
+def cached_graph(adj, key: tuple, build: Callable[[], Graph], size=None) -> Graph:
+    """``build()``'s Graph for ``adj``, reused while ``adj`` is the same, unmodified object (and,
+    with ``size``, while the Graph has those ``(num_src, num_dst)``)."""
+    fits = None if size is None else (lambda graph: graph.size == tuple(size))
+    return cached(adj, key, build, fits=fits)
 
 
 def cached_on(graph: Graph, key: tuple, compute: Callable[[], object]):
     """Something derived from ``graph`` alone (GCN's unweighted normalisation, the MessageGraph),
-    computed once per Graph object; recomputed every time under torch.compile."""
-    if torch.compiler.is_compiling():
-        return compute()
-    store = _DERIVED.setdefault(graph, {})
-    if key not in store:
-        store[key] = compute()
-    return store[key]
+    computed once per Graph object."""
+    return cached(graph, key, compute, versioned=False)
+
+
+def forget_graphs(adj) -> None:
+    """Drops the Graphs cached on ``adj`` (needed only after modifying it in place between
+    compiled calls; eager calls notice such changes themselves)."""
+    slot = getattr(adj, _SLOT, None)
+    if isinstance(slot, GraphSlot):
+        slot.entries.clear()
 
 
 # ---- adjacency kinds ---------------------------------------------------------------------------
@@ -181,8 +229,8 @@ def edge_graph(layer: str, adj, num_src, num_dst, loops: SelfLoops = SelfLoops.K
                             lambda: Graph(adj.edge_index, adj.size, loops))
     if is_sparse(adj):
         raise TypeError(f"{layer}: expected an index adjacency, got a sparse matrix")
-    return cached_graph(adj, ("edges", int(loops), num_src, num_dst),
-                        lambda: Graph(adj, (num_src, num_dst), loops))
+    return cached_graph(adj, ("edges", int(loops)), lambda: Graph(adj, (num_src, num_dst), loops),
+                        size=(num_src, num_dst))
 
 
 def sparse_graph(sparse: SparseInput, loops: SelfLoops = SelfLoops.KEEP) -> Graph:

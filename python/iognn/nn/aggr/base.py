@@ -100,7 +100,7 @@ def message_index_graph(num_messages, index: Optional[Tensor], ptr: Optional[Ten
 
     if key is None:
         return build()
-    return cached_graph(key, ("groups", num_messages, dim_size), build)
+    return cached_graph(key, ("groups",), build, size=(num_messages, dim_size))
 
 
 def _check_index(name: str, t) -> None:

@@ -1,0 +1,384 @@
+"""``iognn bench --suite workloads``: the everyday workloads, measured as users run them.
+
+Where most people train (small graphs, mid-size graphs whose features fit in L2, a new sampled
+subgraph every step) a step costs host work, kernel launches and graph construction more than
+memory traffic, so every row here is a wall-clock time with the host included, next to the summed
+kernel time and the number of launches of the same step (torch.profiler). Parts:
+
+- ``steps``: a whole training step (2-layer GCN / SAGE / GAT 8x8, hidden 64, forward + cross
+  entropy + backward + Adam) per graph: iognn eager, captured (``iognn.CapturedStep``) and
+  compiled, PyG eager and PyG compiled (``default`` and ``reduce-overhead``; compiled rows only on
+  the ``--compile-graphs``, since each compile costs seconds);
+- ``layers``: one layer's forward + backward on 64 hidden features (GCN, SAGE, GAT / GATv2 /
+  Transformer 8x8), iognn against PyG;
+- ``batches``: a new bipartite edge_index every step in the shape of a sampled block (16,384
+  destinations x fan-out 15 from 200,000 sources, F = 128), SAGEConv and GATConv 8x8 forward +
+  backward with the graph build included;
+- ``ops``: min fwd + bwd (F = 128) on mid-size real graphs, iognn's segment_reduce against PyG's
+  MinAggregation.
+
+Timing: ``warmup`` untimed steps (compilation and captures happen there), then ``rounds`` rounds
+of ``steps`` steps between two host clock reads, the device synchronised before each read; the
+median round gives the wall time per step. Kernel time and launches: one profiled round,
+``iognn bench`` counting every CUDA kernel (summed device time) and every host call that starts
+device work (kernel, memcpy, memset and graph launches).
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable, Dict, List, Optional
+
+import torch
+import torch.nn.functional as F
+
+TRAIN_GRAPHS = ["cora", "citeseer", "amazon_photo", "coauthor_cs", "tolokers",
+                "random:10000:200000"]
+OP_GRAPHS = ["tolokers", "amazon_computers", "coauthor_physics", "twitch_DE", "road-usroads-48"]
+MODELS = ("gcn", "sage", "gat")
+LAYERS = ("GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "TransformerConv")
+PARTS = ("steps", "layers", "batches", "ops")
+HIDDEN, HEADS = 64, 8
+BLOCK = dict(num_dst=16384, fanout=15, num_src=200000, feat=128)
+LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+                "cudaGraphLaunch", "cudaMemcpyAsync", "cudaMemsetAsync")
+
+
+@dataclass
+class Row:
+    part: str
+    graph: str
+    workload: str
+    impl: str
+    wall_ms: Optional[float] = None
+    kernel_ms: Optional[float] = None
+    launches: Optional[float] = None
+    kernels: Optional[float] = None
+    status: str = "ok"
+
+    @property
+    def host_share(self) -> Optional[float]:
+        if self.wall_ms is None or self.kernel_ms is None or self.wall_ms <= 0:
+            return None
+        return max(0.0, 1.0 - self.kernel_ms / self.wall_ms)
+
+
+# ---- measuring one step ------------------------------------------------------------------------
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(step: Callable[[], object], device: torch.device, warmup: int, rounds: int,
+            steps: int) -> Dict[str, Optional[float]]:
+    """Wall time per step (median of the rounds), and per step on CUDA: summed kernel time,
+    kernels and launch calls of one profiled round."""
+    for _ in range(warmup):
+        step()
+    _sync(device)
+    walls = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        _sync(device)
+        walls.append((time.perf_counter() - start) * 1e3 / steps)
+    out = {"wall_ms": statistics.median(walls), "kernel_ms": None, "launches": None,
+           "kernels": None}
+    if device.type != "cuda":
+        return out
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(steps):
+            step()
+        _sync(device)
+    kernel_us, kernels, launches = 0.0, 0, 0
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            kernel_us += event.device_time
+            kernels += 1
+        elif event.name in LAUNCH_CALLS:
+            launches += 1
+    out.update(kernel_ms=kernel_us / 1e3 / steps, kernels=kernels / steps,
+               launches=launches / steps)
+    return out
+
+
+# ---- models and data ---------------------------------------------------------------------------
+class TwoLayer(torch.nn.Module):
+    def __init__(self, lib, model: str, in_channels: int, num_classes: int):
+        super().__init__()
+        if model == "gat":
+            self.conv1 = lib.GATConv(in_channels, HIDDEN // HEADS, heads=HEADS)
+            self.conv2 = lib.GATConv(HIDDEN, num_classes, heads=1)
+        else:
+            conv = lib.GCNConv if model == "gcn" else lib.SAGEConv
+            self.conv1, self.conv2 = conv(in_channels, HIDDEN), conv(HIDDEN, num_classes)
+
+    def forward(self, x, edge_index):
+        x = F.dropout(x, 0.5, self.training)
+        x = F.relu(self.conv1(x, edge_index))
+        x = F.dropout(x, 0.5, self.training)
+        return self.conv2(x, edge_index)
+
+
+def node_data(name: str, device: torch.device, data_dir: Optional[str], seed: int):
+    """(x, edge_index, y, train_mask, num_classes) of a real dataset, or random ones for
+    ``random:N:E`` (64 features, 10 classes, PyG's compile benchmark shape)."""
+    if name.startswith("random:"):
+        _, n, e = name.split(":")
+        gen = torch.Generator().manual_seed(seed)
+        n, e = int(n), int(e)
+        x = torch.randn(n, 64, generator=gen)
+        edge_index = torch.randint(0, n, (2, e), generator=gen)
+        y = torch.randint(0, 10, (n,), generator=gen)
+        mask = torch.rand(n, generator=gen) < 0.1
+        tensors, classes = (x, edge_index, y, mask), 10
+    else:
+        from ..datasets import load_dataset
+        data = load_dataset(name, data_dir)
+        tensors = (data.x, data.edge_index, data.y, data.train_mask)
+        classes = int(data.y.max()) + 1
+    return tuple(t.to(device) for t in tensors) + (classes,)
+
+
+def _node_loss(model, x, edge_index, y, mask):
+    return F.cross_entropy(model(x, edge_index)[mask], y[mask])
+
+
+def training_steps(graph: str, model_name: str, device, data_dir, seed, compiled: bool):
+    """{impl: step()} for one graph and model."""
+    import torch_geometric.nn as pyg_nn
+
+    import iognn
+    import iognn.nn as io_nn
+    x, edge_index, y, mask, classes = node_data(graph, device, data_dir, seed)
+    impls = {"pyg": pyg_nn, "iognn": io_nn}
+    variants = ["pyg", "iognn", "iognn captured"]
+    if compiled:
+        variants += ["pyg compile", "pyg compile-ro", "iognn compile"]
+    out = {}
+    for variant in variants:
+        torch.manual_seed(seed)
+        model = TwoLayer(impls[variant.split()[0]], model_name, x.size(1), classes).to(device)
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+        if variant == "iognn captured":
+            out[variant] = (lambda s: lambda: s(x, edge_index, y, mask))(
+                iognn.CapturedStep(model, optimizer, _node_loss, enabled=device.type == "cuda"))
+            continue
+        forward = model
+        if variant.endswith("compile"):
+            forward = torch.compile(model)
+        elif variant.endswith("compile-ro"):
+            forward = torch.compile(model, mode="reduce-overhead")
+
+        def step(forward=forward, optimizer=optimizer):
+            optimizer.zero_grad(set_to_none=True)
+            loss = _node_loss(forward, x, edge_index, y, mask)
+            loss.backward()
+            optimizer.step()
+        out[variant] = step
+    return out
+
+
+def _layer(lib, name: str):
+    if name in ("GATConv", "GATv2Conv", "TransformerConv"):
+        return getattr(lib, name)(HIDDEN, HIDDEN // HEADS, heads=HEADS)
+    return getattr(lib, name)(HIDDEN, HIDDEN)
+
+
+def fwd_bwd(module, inputs, grad_of):
+    def step():
+        out = module(*inputs)
+        out.backward(grad_of(out))
+    return step
+
+
+def layer_steps(graph: str, layer: str, device, data_dir, seed):
+    import torch_geometric.nn as pyg_nn
+
+    import iognn.nn as io_nn
+    _, edge_index, _, _, _ = node_data(graph, device, data_dir, seed)
+    num_nodes = int(edge_index.max()) + 1
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(num_nodes, HIDDEN, generator=gen).to(device).requires_grad_()
+    out = {}
+    for impl, lib in (("pyg", pyg_nn), ("iognn", io_nn)):
+        torch.manual_seed(seed)
+        module = _layer(lib, layer).to(device)
+        grad = {}
+
+        def grad_of(out, grad=grad):
+            if "g" not in grad:
+                grad["g"] = torch.randn_like(out)
+            return grad["g"]
+        out[impl] = fwd_bwd(module, (x, edge_index), grad_of)
+    return out
+
+
+def batch_steps(layer: str, device, seed):
+    """A sampled block per step: a new edge_index object (a clone from a pool of 8), so neither
+    library can reuse a graph built in an earlier step."""
+    import torch_geometric.nn as pyg_nn
+
+    import iognn.nn as io_nn
+    gen = torch.Generator().manual_seed(seed)
+    b = BLOCK
+    num_edges = b["num_dst"] * b["fanout"]
+    pool = []
+    for _ in range(8):
+        src = torch.randint(0, b["num_src"], (num_edges,), generator=gen)
+        dst = torch.arange(b["num_dst"]).repeat_interleave(b["fanout"])
+        pool.append(torch.stack([src, dst]).to(device))
+    x_src = torch.randn(b["num_src"], b["feat"], generator=gen).to(device).requires_grad_()
+    x_dst = x_src[: b["num_dst"]]
+    out = {}
+    for impl, lib in (("pyg", pyg_nn), ("iognn", io_nn)):
+        torch.manual_seed(seed)
+        if layer == "GATConv":
+            module = lib.GATConv((b["feat"], b["feat"]), HIDDEN // HEADS,
+                                 heads=HEADS).to(device)
+        else:
+            module = lib.SAGEConv((b["feat"], b["feat"]), HIDDEN).to(device)
+        counter = {"k": 0}
+
+        def step(module=module, counter=counter):
+            counter["k"] += 1
+            edge_index = pool[counter["k"] % len(pool)].clone()
+            out = module((x_src, x_dst), edge_index)
+            out.backward(torch.ones_like(out))
+        out[impl] = step
+    return out
+
+
+def op_steps(graph: str, device, data_dir, seed):
+    import torch_geometric.nn.aggr as pyg_aggr
+
+    import iognn
+    from ..ops.segment_reduce import segment_reduce
+    from .datasets import load_edges
+    edge_index, num_nodes = load_edges(graph, data_dir)
+    edge_index = edge_index.to(device)
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(num_nodes, 128, generator=gen).to(device).requires_grad_()
+    g = iognn.Graph(edge_index, num_nodes)
+    src, dst = edge_index
+    order = torch.argsort(dst, stable=True)
+    src, dst = src[order], dst[order]  # PyG's fast path: messages sorted by destination
+    aggr = pyg_aggr.MinAggregation()
+    grad = torch.randn(num_nodes, 128, generator=gen).to(device)
+    return {
+        "pyg": fwd_bwd(lambda: aggr(x[src], dst, dim_size=num_nodes), (), lambda out: grad),
+        "iognn": fwd_bwd(lambda: segment_reduce(g, x, "min"), (), lambda out: grad),
+    }
+
+
+# ---- the suite ---------------------------------------------------------------------------------
+@dataclass
+class WorkloadsConfig:
+    device: str = "auto"
+    parts: tuple = PARTS
+    graphs: Optional[List[str]] = None        # training / layer graphs (default TRAIN_GRAPHS)
+    op_graphs: Optional[List[str]] = None     # op rows' graphs (default OP_GRAPHS)
+    compile_graphs: tuple = ("cora", "random:10000:200000")
+    warmup: int = 5
+    rounds: int = 5
+    steps: int = 20
+    seed: int = 0
+    data_dir: Optional[str] = None
+
+
+def run_workloads(cfg: WorkloadsConfig, log=print) -> List[Row]:
+    device = torch.device(("cuda" if torch.cuda.is_available() else "cpu")
+                          if cfg.device == "auto" else cfg.device)
+    jobs = []  # (part, graph, workload, factory)
+    graphs = cfg.graphs or TRAIN_GRAPHS
+    if "steps" in cfg.parts:
+        for graph in graphs:
+            for model in MODELS:
+                jobs.append(("steps", graph, f"{model} step",
+                             lambda g=graph, m=model: training_steps(
+                                 g, m, device, cfg.data_dir, cfg.seed, g in cfg.compile_graphs)))
+    if "layers" in cfg.parts:
+        for graph in graphs:
+            for layer in LAYERS:
+                jobs.append(("layers", graph, f"{layer} fwd+bwd", lambda g=graph, l=layer:
+                             layer_steps(g, l, device, cfg.data_dir, cfg.seed)))
+    if "batches" in cfg.parts:
+        for layer in ("SAGEConv", "GATConv"):
+            jobs.append(("batches", "block 16384x15 of 200k", f"{layer} build+fwd+bwd",
+                         lambda l=layer: batch_steps(l, device, cfg.seed)))
+    if "ops" in cfg.parts:
+        for graph in cfg.op_graphs or OP_GRAPHS:
+            jobs.append(("ops", graph, "min fwd+bwd",
+                         lambda g=graph: op_steps(g, device, cfg.data_dir, cfg.seed)))
+    rows = []
+    for part, graph, workload, factory in jobs:
+        try:
+            impls = factory()
+        except (FileNotFoundError, OSError) as error:
+            rows.append(Row(part, graph, workload, "-", status=f"skipped: {error}"))
+            log(f"skip {graph} {workload}: {error}")
+            continue
+        for impl, step in impls.items():
+            row = Row(part, graph, workload, impl)
+            try:
+                row.__dict__.update(measure(step, device, cfg.warmup, cfg.rounds, cfg.steps))
+            except Exception as error:  # noqa: BLE001 - one failing row must not end the suite
+                row.status = f"error: {type(error).__name__}: {str(error)[:200]}"
+            rows.append(row)
+            log(format_row(row))
+        torch._dynamo.reset()
+    return rows
+
+
+def _num(value, digits=3) -> str:
+    return "-" if value is None else f"{value:.{digits}g}"
+
+
+def format_row(row: Row) -> str:
+    share = row.host_share
+    return (f"{row.part:8} {row.graph:22} {row.workload:26} {row.impl:16} "
+            f"wall {_num(row.wall_ms)} ms  kernels {_num(row.kernel_ms)} ms  "
+            f"launches {_num(row.launches)}  host {'-' if share is None else f'{share:.0%}'}"
+            f"{'' if row.status == 'ok' else '  ' + row.status}")
+
+
+def markdown(rows: List[Row]) -> str:
+    """One table per part: a row per (graph, workload), a column group per implementation."""
+    lines = []
+    for part in PARTS:
+        mine = [r for r in rows if r.part == part and r.status == "ok"]
+        if not mine:
+            continue
+        impls = list(dict.fromkeys(r.impl for r in mine))
+        lines += [f"### {part}", "", "| graph | workload | " + " | ".join(
+            f"{i} wall ms (kernels ms, launches)" for i in impls) + " |",
+            "|---|---|" + "---|" * len(impls)]
+        for key in dict.fromkeys((r.graph, r.workload) for r in mine):
+            cells = []
+            for impl in impls:
+                r = next((r for r in mine if (r.graph, r.workload, r.impl) == key + (impl,)), None)
+                cells.append("-" if r is None else f"{_num(r.wall_ms)} ({_num(r.kernel_ms)}, "
+                                                   f"{_num(r.launches)})")
+            lines.append(f"| {key[0]} | {key[1]} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write(rows: List[Row], out_dir: str, config: WorkloadsConfig) -> Dict[str, str]:
+    os.makedirs(out_dir, exist_ok=True)
+    device = {"type": "cpu"}
+    if torch.cuda.is_available():
+        device = {"type": "cuda", "name": torch.cuda.get_device_name()}
+    paths = {"json": os.path.join(out_dir, "workloads.json"),
+             "markdown": os.path.join(out_dir, "workloads.md")}
+    with open(paths["json"], "w") as f:
+        json.dump({"device": device, "torch": torch.__version__, "config": asdict(config),
+                   "rows": [dict(asdict(r), host_share=r.host_share) for r in rows]}, f, indent=1)
+    with open(paths["markdown"], "w") as f:
+        f.write(markdown(rows))
+    return paths
