@@ -8,6 +8,7 @@ Prints one line per (graph, dtype, reductions): median forward and backward mill
 step above the inputs.
 """
 import argparse
+import os
 import statistics
 
 import torch
@@ -39,7 +40,7 @@ def main() -> None:
     parser.add_argument("--dtype", nargs="+", default=["fp32", "bf16"])
     parser.add_argument("--feat", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=30)
-    parser.add_argument("--label", default=iognn.__file__)
+    parser.add_argument("--label", default=os.environ.get("IOGNN_AB_LABEL", iognn.__file__))
     args = parser.parse_args()
     print(f"# {args.label} on {torch.cuda.get_device_name()}")
     print(f"{'graph':22} {'dtype':5} {'reduces':18} {'fwd ms':>8} {'bwd ms':>8} {'peak MiB':>9}")

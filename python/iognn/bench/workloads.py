@@ -98,7 +98,7 @@ def measure(step: Callable[[], object], device: torch.device, warmup: int, round
     kernel_us, kernels, launches = 0.0, 0, 0
     for event in prof.events():
         if event.device_type == torch.autograd.DeviceType.CUDA:
-            kernel_us += event.device_time
+            kernel_us += event.time_range.elapsed_us()
             kernels += 1
         elif event.name in LAUNCH_CALLS:
             launches += 1
@@ -341,7 +341,8 @@ def _num(value, digits=3) -> str:
 
 def format_row(row: Row) -> str:
     share = row.host_share
-    return (f"{row.part:8} {row.graph:22} {row.workload:26} {row.impl:16} "
+    label = os.environ.get("IOGNN_AB_LABEL")
+    return (f"{'[' + label + '] ' if label else ''}{row.part:8} {row.graph:22} {row.workload:26} {row.impl:16} "
             f"wall {_num(row.wall_ms)} ms  kernels {_num(row.kernel_ms)} ms  "
             f"launches {_num(row.launches)}  host {'-' if share is None else f'{share:.0%}'}"
             f"{'' if row.status == 'ok' else '  ' + row.status}")
@@ -370,12 +371,16 @@ def markdown(rows: List[Row]) -> str:
 
 
 def write(rows: List[Row], out_dir: str, config: WorkloadsConfig) -> Dict[str, str]:
+    """workloads.json and workloads.md in out_dir (named after $IOGNN_AB_LABEL when set, so
+    that the builds of an A/B run keep their own files)."""
     os.makedirs(out_dir, exist_ok=True)
     device = {"type": "cpu"}
     if torch.cuda.is_available():
         device = {"type": "cuda", "name": torch.cuda.get_device_name()}
-    paths = {"json": os.path.join(out_dir, "workloads.json"),
-             "markdown": os.path.join(out_dir, "workloads.md")}
+    label = os.environ.get("IOGNN_AB_LABEL", "")
+    stem = "workloads" + ("-" + "".join(c if c.isalnum() else "_" for c in label) if label else "")
+    paths = {"json": os.path.join(out_dir, stem + ".json"),
+             "markdown": os.path.join(out_dir, stem + ".md")}
     with open(paths["json"], "w") as f:
         json.dump({"device": device, "torch": torch.__version__, "config": asdict(config),
                    "rows": [dict(asdict(r), host_share=r.host_share) for r in rows]}, f, indent=1)
