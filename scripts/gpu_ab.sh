@@ -8,8 +8,9 @@
 #   COMMAND runs in the repository root with PYTHONPATH on the build's python/ folder and
 #   IOGNN_AB_LABEL set to "<label> (round r)"; the default is scripts/time_reductions.py. Each
 #   build is labelled by its tarball's name (the working tree: working-tree).
-#   --with FILE copies FILE from the working tree into every tarball's tree (a benchmark module the
-#   older tree lacks, e.g. python/iognn/bench/workloads.py); an existing file is kept.
+#   --with FILE copies FILE from the working tree into every tarball's tree, replacing its own (a
+#   benchmark module the older tree lacks, e.g. python/iognn/bench/workloads.py and the bench CLI
+#   that offers it).
 #   e.g. git archive f316023 -o .base/f316023.tar (on the workstation; .base/ is not tracked), carry
 #   .base to the GPU machine, then:
 #   scripts/gpu_ab.sh .base/f316023.tar -- python3 scripts/time_reductions.py --graphs uniform:1000000:16
@@ -37,7 +38,8 @@ for tar in "${tars[@]}"; do
   root=$(mktemp -d)
   tar -xf "$tar" -C "$root"
   for file in "${extra[@]}"; do
-    [ -e "$root/$file" ] || { mkdir -p "$root/$(dirname "$file")"; cp "$file" "$root/$file"; }
+    mkdir -p "$root/$(dirname "$file")"
+    cp "$file" "$root/$file"
   done
   (cd "$root" && scripts/gpu_build.sh build/gpu >"$logs/build-$label.log" 2>&1) &
   pids+=($!) labels+=("$label") roots+=("$root")
