@@ -157,7 +157,7 @@ def training_steps(graph: str, model_name: str, device, data_dir, seed, compiled
     import iognn.nn as io_nn
     x, edge_index, y, mask, classes = node_data(graph, device, data_dir, seed)
     impls = {"pyg": pyg_nn, "iognn": io_nn}
-    variants = ["pyg", "iognn", "iognn captured"]
+    variants = ["pyg", "iognn"] + (["iognn captured"] if hasattr(iognn, "CapturedStep") else [])
     if compiled:
         variants += ["pyg compile", "pyg compile-ro", "iognn compile"]
     out = {}
@@ -322,6 +322,10 @@ def run_workloads(cfg: WorkloadsConfig, log=print) -> List[Row]:
         except (FileNotFoundError, OSError) as error:
             rows.append(Row(part, graph, workload, "-", status=f"skipped: {error}"))
             log(f"skip {graph} {workload}: {error}")
+            continue
+        except Exception as error:  # noqa: BLE001 - a workload that cannot be set up is a row
+            rows.append(Row(part, graph, workload, "-", status=f"error: {error}"))
+            log(format_row(rows[-1]))
             continue
         for impl, step in impls.items():
             row = Row(part, graph, workload, impl)
