@@ -8,12 +8,13 @@ with the host.
 
 Usage (a full-graph training loop; ``loss_fn`` receives the model and the step's arguments)::
 
-    def loss_fn(model, x, edge_index, y, mask):
-        return F.cross_entropy(model(x, edge_index)[mask], y[mask])
+    def loss_fn(model, x, edge_index, y, train_idx):
+        return F.cross_entropy(model(x, edge_index)[train_idx], y[train_idx])
 
+    train_idx = data.train_mask.nonzero().view(-1)  # once: indexing by a mask synchronises
     step = iognn.CapturedStep(model, optimizer, loss_fn)
     for epoch in range(epochs):
-        loss = step(data.x, data.edge_index, data.y, data.train_mask)
+        loss = step(data.x, data.edge_index, data.y, train_idx)
 
 Each call is one training step: ``optimizer.zero_grad(set_to_none=True)``, ``loss_fn(...)``,
 ``loss.backward()``, ``optimizer.step()``. The first ``warmup`` calls run eagerly (on a side
@@ -22,6 +23,9 @@ later call replays it. Outputs, gradients and parameters equal eager training bi
 
 Rules of the replay, checked where they can be:
 
+- Nothing in ``loss_fn`` may synchronise with the host: no ``.item()``, no indexing by a boolean
+  mask (its result size is read back; index by ``mask.nonzero()`` computed once instead). A
+  capture that fails raises RuntimeError naming these causes.
 - The step's arguments are copied into the tensors of the capture when they are other objects
   with the same shape and dtype (new features, a new label vector); integer and boolean tensors
   (graph structure, labels, masks) must be the very objects of the capture or hold the same
@@ -118,11 +122,19 @@ class CapturedStep:
         self._static = list(args)
         self.optimizer.zero_grad(set_to_none=True)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            loss = self.loss_fn(self.model, *self._static)
-            _check_loss(loss)
-            loss.backward()
-            self.optimizer.step()
+        try:
+            with torch.cuda.graph(graph):
+                loss = self.loss_fn(self.model, *self._static)
+                _check_loss(loss)
+                loss.backward()
+                self.optimizer.step()
+        except (RuntimeError, torch.AcceleratorError) as error:
+            raise RuntimeError(
+                f"CapturedStep: the training step could not be captured in a CUDA graph "
+                f"({type(error).__name__}: {error}). Usual causes: a host synchronisation inside "
+                f"the step (.item(), printing a tensor, indexing by a boolean mask: index by "
+                f"mask.nonzero() computed outside instead) or an op that cannot be captured; "
+                f"run the step eagerly (enabled=False)") from error
         self.graph, self._loss = graph, loss.detach()
         graph.replay()  # the capture recorded the step; this call's step runs now
         return self._loss

@@ -26,8 +26,8 @@ class Model(torch.nn.Module):
         return self.conv2(F.relu(self.conv1(x, edge_index)), edge_index)
 
 
-def loss_fn(model, x, edge_index, y, mask):
-    return F.cross_entropy(model(x, edge_index)[mask], y[mask])
+def loss_fn(model, x, edge_index, y, train_idx):
+    return F.cross_entropy(model(x, edge_index)[train_idx], y[train_idx])
 
 
 def problem(device, num_nodes=200, num_edges=1200, seed=0):
@@ -35,8 +35,8 @@ def problem(device, num_nodes=200, num_edges=1200, seed=0):
     x = torch.randn(num_nodes, 12, generator=gen)
     edge_index = torch.randint(0, num_nodes, (2, num_edges), generator=gen)
     y = torch.randint(0, 5, (num_nodes,), generator=gen)
-    mask = torch.rand(num_nodes, generator=gen) < 0.5
-    return [t.to(device) for t in (x, edge_index, y, mask)]
+    train_idx = (torch.rand(num_nodes, generator=gen) < 0.5).nonzero().view(-1)
+    return [t.to(device) for t in (x, edge_index, y, train_idx)]
 
 
 def twins(kind, device):
@@ -94,6 +94,21 @@ def test_captured_step_takes_new_features_and_refuses_new_structure():
         step(x, other, y, mask)
     with pytest.raises(ValueError, match="shape"):
         step(x[:10], edge_index, y, mask)
+
+
+@pytest.mark.cuda
+def test_a_step_that_synchronises_is_refused_with_its_causes():
+    (model, opt), _ = twins("gcn", "cuda")
+    x, edge_index, y, train_idx = problem("cuda")
+    mask = torch.zeros(x.size(0), dtype=torch.bool, device="cuda")
+    mask[train_idx] = True
+
+    def by_mask(model, x, edge_index, y, mask):
+        return F.cross_entropy(model(x, edge_index)[mask], y[mask])
+    step = iognn.CapturedStep(model, opt, by_mask, warmup=1)
+    step(x, edge_index, y, mask)
+    with pytest.raises(RuntimeError, match="boolean mask"):
+        step(x, edge_index, y, mask)
 
 
 @pytest.mark.cuda

@@ -126,8 +126,9 @@ class TwoLayer(torch.nn.Module):
 
 
 def node_data(name: str, device: torch.device, data_dir: Optional[str], seed: int):
-    """(x, edge_index, y, train_mask, num_classes) of a real dataset, or random ones for
-    ``random:N:E`` (64 features, 10 classes, PyG's compile benchmark shape)."""
+    """(x, edge_index, y, train_idx, num_classes) of a real dataset, or random ones for
+    ``random:N:E`` (64 features, 10 classes, PyG's compile benchmark shape). The training nodes are
+    an index vector: indexing by a boolean mask synchronises, which no captured step may do."""
     if name.startswith("random:"):
         _, n, e = name.split(":")
         gen = torch.Generator().manual_seed(seed)
@@ -136,17 +137,17 @@ def node_data(name: str, device: torch.device, data_dir: Optional[str], seed: in
         edge_index = torch.randint(0, n, (2, e), generator=gen)
         y = torch.randint(0, 10, (n,), generator=gen)
         mask = torch.rand(n, generator=gen) < 0.1
-        tensors, classes = (x, edge_index, y, mask), 10
+        tensors, classes = (x, edge_index, y, mask.nonzero().view(-1)), 10
     else:
         from ..datasets import load_dataset
         data = load_dataset(name, data_dir)
-        tensors = (data.x, data.edge_index, data.y, data.train_mask)
+        tensors = (data.x, data.edge_index, data.y, data.train_mask.nonzero().view(-1))
         classes = int(data.y.max()) + 1
     return tuple(t.to(device) for t in tensors) + (classes,)
 
 
-def _node_loss(model, x, edge_index, y, mask):
-    return F.cross_entropy(model(x, edge_index)[mask], y[mask])
+def _node_loss(model, x, edge_index, y, train_idx):
+    return F.cross_entropy(model(x, edge_index)[train_idx], y[train_idx])
 
 
 def training_steps(graph: str, model_name: str, device, data_dir, seed, compiled: bool):
@@ -155,7 +156,7 @@ def training_steps(graph: str, model_name: str, device, data_dir, seed, compiled
 
     import iognn
     import iognn.nn as io_nn
-    x, edge_index, y, mask, classes = node_data(graph, device, data_dir, seed)
+    x, edge_index, y, train_idx, classes = node_data(graph, device, data_dir, seed)
     impls = {"pyg": pyg_nn, "iognn": io_nn}
     variants = ["pyg", "iognn"] + (["iognn captured"] if hasattr(iognn, "CapturedStep") else [])
     if compiled:
@@ -166,7 +167,7 @@ def training_steps(graph: str, model_name: str, device, data_dir, seed, compiled
         model = TwoLayer(impls[variant.split()[0]], model_name, x.size(1), classes).to(device)
         optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
         if variant == "iognn captured":
-            out[variant] = (lambda s: lambda: s(x, edge_index, y, mask))(
+            out[variant] = (lambda s: lambda: s(x, edge_index, y, train_idx))(
                 iognn.CapturedStep(model, optimizer, _node_loss, enabled=device.type == "cuda"))
             continue
         forward = model
@@ -177,7 +178,7 @@ def training_steps(graph: str, model_name: str, device, data_dir, seed, compiled
 
         def step(forward=forward, optimizer=optimizer):
             optimizer.zero_grad(set_to_none=True)
-            loss = _node_loss(forward, x, edge_index, y, mask)
+            loss = _node_loss(forward, x, edge_index, y, train_idx)
             loss.backward()
             optimizer.step()
         out[variant] = step
