@@ -7,7 +7,7 @@
 # No network and no pip installs. Real graphs are read from $IOGNN_DATA (default ./.data when present).
 # Environment: IOGNN_BENCH_SUITE (default full), IOGNN_BENCH_ARGS (the bench's selection instead of
 # --suite, e.g. "--graphs uniform:1000000:16 --ops min,max --level op"), IOGNN_SKIP_BENCH=1,
-# IOGNN_SKIP_SANITIZER=1, IOGNN_SKIP_CUSPARSE=1, IOGNN_SKIP_FUZZ=1, IOGNN_SKIP_SLOW=1,
+# IOGNN_SKIP_SANITIZER=1, IOGNN_SKIP_FUZZ=1, IOGNN_SKIP_SLOW=1,
 # IOGNN_FUZZ_CASES (default 3000), TORCH_CUDA_ARCH_LIST (default 9.0), PYTHON (default python3),
 # IOGNN_PYTEST_SELECT (test files or node ids for the CUDA pytest steps; default tests/python).
 set -uo pipefail
@@ -51,14 +51,9 @@ else
 fi
 
 # The slow cases (scale limits) and the fuzzing have steps of their own, below.
-step pytest-cuda pytest-cuda.log $PY -m pytest -q -m "cuda and not cusparse and not slow" \
+step pytest-cuda pytest-cuda.log $PY -m pytest -q -m "cuda and not slow" \
   -p no:cacheprovider --ignore=tests/python/test_fuzz.py ${IOGNN_PYTEST_SELECT:-tests/python} \
   --junitxml="$OUT/pytest-cuda.xml"
-# The opt-in cuSPARSE propagate path in a process of its own: a sticky CUDA error there must not
-# fail the tests above.
-# -rxX names the probe's known cuSPARSE defects (xfail) and any that no longer show (XPASS).
-[ "${IOGNN_SKIP_CUSPARSE:-0}" != 1 ] && step pytest-cusparse pytest-cusparse.log $PY -m pytest -q -rxX -m "cuda and cusparse" -p no:cacheprovider \
-  tests/python
 
 # Differential fuzzing against PyG on the GPU (every failure names its seed and a repro line);
 # spread over 8 workers when pytest-xdist is installed (the PyG reference runs on the CPU).
@@ -72,7 +67,7 @@ fi
 # Slow CUDA cases: scale limits (a 10^7-in-edge super-node, N * F >= 2^31, > 2^31 edges; each
 # skipped with the memory it needs when the device has less) and the other slow tests.
 [ "${IOGNN_SKIP_SLOW:-0}" != 1 ] && step pytest-slow pytest-slow.log $PY -m pytest -q -rs \
-  -m "cuda and slow and not cusparse" -p no:cacheprovider ${IOGNN_PYTEST_SELECT:-tests/python} \
+  -m "cuda and slow" -p no:cacheprovider ${IOGNN_PYTEST_SELECT:-tests/python} \
   --junitxml="$OUT/pytest-slow.xml"
 
 if [ "${IOGNN_SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; then
@@ -84,7 +79,6 @@ if [ "${IOGNN_SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer >/dev/n
 fi
 
 if [ "${IOGNN_SKIP_BENCH:-0}" != 1 ]; then
-  step plan-report plan-report.log $PY scripts/plan_report.py
   # shellcheck disable=SC2086 (IOGNN_BENCH_ARGS is a list of arguments)
   step bench bench.log $PY -m iognn.bench ${IOGNN_BENCH_ARGS:---suite ${IOGNN_BENCH_SUITE:-full}} \
     --device cuda \
@@ -94,13 +88,12 @@ fi
 echo
 echo "== gpu_check summary ($(head -n 1 "$OUT/env.txt"), $(( $(date +%s) - t0 )) s total)"
 printf '%-20s %-40s %6s\n' step status seconds
-for k in build cpp-tests pytest-cuda pytest-cusparse fuzz-cuda pytest-slow sanitizer-memcheck \
-         sanitizer-racecheck sanitizer-synccheck sanitizer-initcheck plan-report bench; do
+for k in build cpp-tests pytest-cuda fuzz-cuda pytest-slow sanitizer-memcheck \
+         sanitizer-racecheck sanitizer-synccheck sanitizer-initcheck bench; do
   [ -n "${STATUS[$k]:-}" ] && printf '%-20s %-40s %6s\n' "$k" "${STATUS[$k]}" "${TIME[$k]}"
 done
-for log in pytest-cuda pytest-cusparse fuzz-cuda pytest-slow; do
+for log in pytest-cuda fuzz-cuda pytest-slow; do
   [ -f "$OUT/$log.log" ] && echo "$log: $(grep -E "passed|failed" "$OUT/$log.log" | tail -n 1)"
 done
-[ -f "$OUT/plan-report.log" ] && cat "$OUT/plan-report.log"
 [ -f "$OUT/bench/summary.md" ] && cat "$OUT/bench/summary.md"
 exit 0

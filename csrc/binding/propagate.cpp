@@ -89,25 +89,6 @@ at::Tensor propagate_backward_weight_cpu(const at::Tensor& rowptr, const at::Ten
   return grad_w;
 }
 
-// Host tensors have no plan: every CPU call runs the host kernels.
-std::string propagate_plan_info_cpu(const at::Tensor& rowptr, const at::Tensor& col,
-                                    const at::Tensor& colptr, const at::Tensor& row, int64_t F,
-                                    at::ScalarType dtype, c10::string_view direction) {
-  return "cpu";
-}
-
-// Host tensors have no plan to record a choice in: the arguments are checked, nothing else.
-void propagate_plan_set_cpu(const at::Tensor& rowptr, const at::Tensor& col,
-                            const at::Tensor& colptr, const at::Tensor& row, int64_t F,
-                            at::ScalarType dtype, c10::string_view direction,
-                            c10::string_view backend, c10::string_view source) {
-  constexpr const char* op = "iognn::propagate_plan_set";
-  parse_plan_direction(direction, op);
-  parse_plan_choice(backend, op);
-  TORCH_CHECK_VALUE(F > 0, op, ": F must be positive, got ", F);
-  dispatch_float(dtype, op, [](auto) {});
-}
-
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(iognn, m) {
@@ -120,28 +101,12 @@ TORCH_LIBRARY_FRAGMENT(iognn, m) {
   m.def(
       "propagate_backward_weight(Tensor rowptr, Tensor col, Tensor grad_out, Tensor x, "
       "str reduce) -> Tensor");
-  // Which backend the CUDA gather of a graph (its four CSR tensors) uses for F features of `dtype`
-  // on the current stream, direction 'forward' or 'backward_x': a line starting with 'own',
-  // 'cusparse' or 'none' (no plan yet), then the reason in parentheses; 'cpu' for host tensors.
-  // Reads IOGNN_PROPAGATE_BACKEND like the ops do. For tests and benchmarks.
-  m.def(
-      "propagate_plan_info(Tensor rowptr, Tensor col, Tensor colptr, Tensor row, int F, "
-      "ScalarType dtype, str direction) -> str");
-  // Records the backend that IOGNN_PROPAGATE_BACKEND=auto gives such a gather (creating its plan):
-  // 'own' or 'cusparse', `source` saying why (reported by propagate_plan_info as "set: <source>"),
-  // or 'auto' to forget the recorded choice so that the next call times both backends again.
-  // A no-op for host tensors. Used by the on-disk plan cache (iognn.ops.propagate_plan).
-  m.def(
-      "propagate_plan_set(Tensor rowptr, Tensor col, Tensor colptr, Tensor row, int F, "
-      "ScalarType dtype, str direction, str backend, str source) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(iognn, CPU, m) {
   m.impl("propagate", &propagate_cpu);
   m.impl("propagate_backward_x", &propagate_backward_x_cpu);
   m.impl("propagate_backward_weight", &propagate_backward_weight_cpu);
-  m.impl("propagate_plan_info", &propagate_plan_info_cpu);
-  m.impl("propagate_plan_set", &propagate_plan_set_cpu);
 }
 
 }  // namespace iognn::torch_ext

@@ -18,24 +18,6 @@ inline cpu::PropagateReduce parse_reduce(c10::string_view reduce, const char* op
   TORCH_CHECK_VALUE(false, op, ": reduce must be 'sum' or 'mean', got '", reduce, "'");
 }
 
-// The gather direction a plan op names: true for 'forward', false for 'backward_x'.
-inline bool parse_plan_direction(c10::string_view direction, const char* op) {
-  if (direction == "forward") return true;
-  if (direction == "backward_x") return false;
-  TORCH_CHECK_VALUE(false, op, ": direction must be 'forward' or 'backward_x', got '", direction,
-                    "'");
-}
-
-// propagate_plan_set's backend: a choice, or 'auto' to forget the recorded one.
-enum class PlanChoice { kOwn, kCusparse, kAuto };
-inline PlanChoice parse_plan_choice(c10::string_view backend, const char* op) {
-  if (backend == "own") return PlanChoice::kOwn;
-  if (backend == "cusparse") return PlanChoice::kCusparse;
-  if (backend == "auto") return PlanChoice::kAuto;
-  TORCH_CHECK_VALUE(false, op, ": backend must be 'own', 'cusparse' or 'auto', got '", backend,
-                    "'");
-}
-
 // The CSR (offsets, indices) of a graph against a dense operand x [rows, F] (named x_name) and an
 // optional weight [E] in the accumulation dtype of x; all on x's device.
 inline void check_csr(const char* op, const at::Tensor& offsets, const at::Tensor& indices,

@@ -253,7 +253,7 @@ class Graph:
             return None
         if values.size(0) != self.num_edges:
             raise ValueError(f"edge values have {values.size(0)} rows, expected {self.num_edges}")
-        return values.index_select(0, self.eid.long())
+        return values.index_select(0, self.eid)
 
     # ---- device movement --------------------------------------------------------------------
     def to(self, device: Union[str, torch.device]) -> "Graph":

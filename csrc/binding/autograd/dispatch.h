@@ -29,12 +29,15 @@ inline std::optional<at::Tensor> optional_of(const at::Tensor& t) {
   return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
 }
 
-// t.sum(0) of a 2-D tensor. On CUDA in fp32 / fp64 as a matrix-vector product with ones: cuBLAS
-// reads the [N, F] rows at 2.2x the speed of the generic reduction (H200, N = 10^6, F = 128: 129
-// vs 290 us), deterministic run to run like it. 16-bit dtypes keep the reduction, whose
-// accumulation stays in fp32 whatever the cuBLAS reduced-precision settings.
+// t.sum(0) of a 2-D tensor. On CUDA in fp32 / fp64, from kMvColumnSumElements elements on, as a
+// matrix-vector product with ones: cuBLAS reads the [N, F] rows at 2.2x the speed of the generic
+// reduction (H200, N = 10^6, F = 128: 129 vs 290 us), deterministic run to run like it; below,
+// the reduction's single launch is cheaper than filling the ones and the product. 16-bit dtypes
+// keep the reduction, whose accumulation stays in fp32 whatever the cuBLAS settings.
+inline constexpr int64_t kMvColumnSumElements = int64_t(1) << 20;
 inline at::Tensor column_sum(const at::Tensor& t) {
-  if (t.is_cuda() && (t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble))
+  if (t.is_cuda() && (t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble) &&
+      TORCH_GUARD_OR_TRUE(t.sym_numel() >= kMvColumnSumElements))
     return at::mv(t.t(), at::ones_symint({t.sym_size(0)}, t.options()));  // symbolic: compile
   return t.sum(0);
 }

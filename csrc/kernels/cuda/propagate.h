@@ -36,7 +36,7 @@ inline constexpr int64_t kSegmentEdges = 2048;
 
 // The heavy rows of one CSR (offsets with num_rows + 1 entries) and their segments, as device
 // arrays of int64. Built once per graph by the caller (the binding does it with ATen; see
-// propagate_plan.cpp):
+// binding/cuda/propagate_schedule.cpp):
 //   heavy_rows[h]       the h-th heavy row (increasing), h < num_heavy
 //   segment_ptr[h]      first segment of heavy row h; segment_ptr[num_heavy] = num_segments
 //   segment_row[s]      row of segment s

@@ -163,6 +163,21 @@ def cached_on(graph: Graph, key: tuple, compute: Callable[[], object]):
     return cached(graph, key, compute, versioned=False)
 
 
+def csr_weights(graph: Graph, weight: Optional[Tensor], dtype: torch.dtype) -> Optional[Tensor]:
+    """Edge weights in the graph's augmented order -> its CSR order in ``dtype`` (what propagate
+    reads), computed once per weight tensor when it needs no gradient (GCN's cached
+    normalisation, a fixed ``edge_weight``): a cached normalisation then costs no kernel."""
+    if weight is None:
+        return None
+    if weight.requires_grad or torch.compiler.is_compiling():
+        return graph.csr_edge_values(weight.to(dtype))
+    owner = weakref.ref(graph)
+    entry = cached(weight, ("csr", dtype),
+                   lambda: (owner, graph.csr_edge_values(weight.to(dtype))),
+                   fits=lambda value: value[0]() is graph)
+    return entry[1]
+
+
 def forget_graphs(adj) -> None:
     """Drops the Graphs cached on ``adj`` (needed only after modifying it in place between
     compiled calls; eager calls notice such changes themselves)."""

@@ -4,10 +4,11 @@
 ``out[i] = sum_{(j -> i)} w_ji * x[j]`` (``reduce='sum'``) or that sum divided by the in-degree of i
 (``reduce='mean'``; 0 for a node without in-edges), plus ``bias`` when given (fused into the same
 pass: a layer's bias costs no extra read and write of the output). Duplicate edges count
-separately. Edge weights are given in the graph's augmented edge order and are kept in fp32 (fp64
-for fp64 features). Backward: ``grad_x = A^T grad_out`` over the transposed CSR (deterministic, no
-atomics), ``grad_w`` by a sampled dense-dense product and ``grad_bias = grad_out.sum(0)``. On CUDA the two gathers run on iognn's kernels or on
-cuSPARSE as ``IOGNN_PROPAGATE_BACKEND`` and the graph's plan say (``iognn.ops.propagate_plan``).
+separately. Edge weights are given in the graph's augmented edge order and are kept in fp32
+(fp64 for fp64 features). Backward: ``grad_x = A^T grad_out`` over the transposed CSR
+(deterministic, no atomics), ``grad_w`` by a sampled dense-dense product and
+``grad_bias = grad_out.sum(0)``. ``propagate_csr`` is the layers' entry: weights already in CSR
+order, only the C++ op's argument checks (binding/propagate_checks.h).
 """
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ import torch
 from torch import Tensor
 
 from ._checks import acc_dtype, check_edge_values, check_features, check_graph
-from .propagate_plan import record_plans, seed_plans
 
 _REDUCES = ("sum", "mean")
 
@@ -46,11 +46,15 @@ def propagate(graph, x: Tensor, edge_weight: Optional[Tensor] = None, reduce: st
         if edge_weight.dim() != 1:
             raise ValueError(f"edge_weight must be 1-D, got shape {list(edge_weight.shape)}")
         w = graph.csr_edge_values(edge_weight.to(acc_dtype(x.dtype)))
-    seed_plans(graph, x)
-    out = torch.ops.iognn.propagate(graph.rowptr, graph.col, graph.colptr, graph.row,
-                                    graph.csc2csr, w, x, reduce, bias)
-    record_plans(graph, x)
-    return out
+    return propagate_csr(graph, x, w, reduce, bias)
+
+
+def propagate_csr(graph, x: Tensor, csr_weight: Optional[Tensor], reduce: str,
+                  bias: Optional[Tensor] = None) -> Tensor:
+    """``propagate`` with the weights already in the graph's CSR order and the accumulation dtype
+    (``graph.csr_edge_values``), checked by the C++ op alone: the layers' hot path."""
+    return torch.ops.iognn.propagate(graph.rowptr, graph.col, graph.colptr, graph.row,
+                                     graph.csc2csr, csr_weight, x, reduce, bias)
 
 
 def gcn_norm(graph, edge_weight: Optional[Tensor] = None, dtype: torch.dtype = torch.float32) -> Tensor:

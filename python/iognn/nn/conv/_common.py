@@ -8,9 +8,10 @@ from typing import Any, Dict, Optional, Tuple
 import torch
 from torch import Tensor
 
-from ...ops.propagate import propagate
+from ...ops import _checks
+from ...ops.propagate import propagate_csr
 from .._amp import like
-from .._graph import messages_graph
+from .._graph import csr_weights, messages_graph
 from ..aggr import MeanAggregation, SumAggregation, resolve_aggregation
 from ..aggr.base import aggregate_with
 
@@ -152,10 +153,13 @@ def aggregate_weighted(aggr_module, graph, x: Tensor, weight: Optional[Tensor] =
     bias = like(bias, x)
     xn = node_major(x, node_dim)
     if type(aggr_module) in (SumAggregation, MeanAggregation) and xn.dim() >= 2:
+        if weight is not None:
+            _checks.check_edge_values("edge_weight", weight, graph, x)
+        w = csr_weights(graph, weight, _checks.acc_dtype(x.dtype))
         if xn.dim() == 2:
-            return propagate(graph, xn, weight, aggr_module.reduce, bias)
+            return propagate_csr(graph, xn, w, aggr_module.reduce, bias)
         width = math.prod(xn.shape[1:])
-        out = propagate(graph, xn.reshape(xn.size(0), width), weight, aggr_module.reduce)
+        out = propagate_csr(graph, xn.reshape(xn.size(0), width), w, aggr_module.reduce)
         out = out.view((out.size(0),) + tuple(xn.shape[1:]))
     elif weight is None:
         out = aggregate_with(aggr_module, graph, xn, node_dim)

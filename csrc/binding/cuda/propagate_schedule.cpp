@@ -1,0 +1,153 @@
+#include "binding/cuda/propagate_schedule.h"
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGraphsC10Utils.h>
+
+#include <list>
+#include <mutex>
+#include <tuple>
+
+namespace iognn::torch_ext::cuda_schedule {
+namespace {
+
+int64_t version_of(const at::Tensor& t) { return t.is_inference() ? -1 : int64_t(t._version()); }
+
+// A weak, version-checked reference to the offsets tensor of a cached schedule.
+class TensorIdentity {
+ public:
+  explicit TensorIdentity(const at::Tensor& t)
+      : storage_(t.storage().getWeakStorageImpl()),
+        data_(t.const_data_ptr()),
+        numel_(t.numel()),
+        version_(version_of(t)) {}
+
+  // A live weak reference keeps the StorageImpl object itself allocated, so no other storage can
+  // sit at the same address while this one is alive; an expired one never matches.
+  bool matches(const at::Tensor& t) const {
+    return !storage_.expired() &&
+           storage_._unsafe_get_target() == t.storage().unsafeGetStorageImpl() &&
+           data_ == t.const_data_ptr() && numel_ == t.numel() && version_ == version_of(t);
+  }
+
+ private:
+  c10::weak_intrusive_ptr<c10::StorageImpl> storage_;
+  const void* data_;
+  int64_t numel_;
+  int64_t version_;  // -1 for inference tensors
+};
+
+struct Key {
+  int device;
+  const void* offsets;
+  int64_t rows, nnz;
+  bool operator==(const Key& o) const {
+    return std::tie(device, offsets, rows, nnz) == std::tie(o.device, o.offsets, o.rows, o.nnz);
+  }
+};
+
+// A process-wide LRU of schedules, most recently used first. It is deliberately never destroyed:
+// its entries own CUDA memory, which must not be released after the CUDA runtime has been torn
+// down at exit.
+class ScheduleCache {
+ public:
+  std::shared_ptr<const RowScheduleTensors> find(const Key& key, const at::Tensor& offsets) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (!(it->key == key)) continue;
+      if (!it->id.matches(offsets)) {  // same pointer and sizes, another (or edited) tensor
+        entries_.erase(it);
+        return nullptr;
+      }
+      entries_.splice(entries_.begin(), entries_, it);
+      return it->value;
+    }
+    return nullptr;
+  }
+
+  void insert(const Key& key, const at::Tensor& offsets,
+              std::shared_ptr<const RowScheduleTensors> value) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    entries_.push_front(Entry{key, TensorIdentity(offsets), std::move(value)});
+    if (entries_.size() > kScheduleCapacity) entries_.pop_back();
+  }
+
+ private:
+  struct Entry {
+    Key key;
+    TensorIdentity id;
+    std::shared_ptr<const RowScheduleTensors> value;
+  };
+  std::mutex mutex_;
+  std::list<Entry> entries_;
+};
+
+ScheduleCache& cache() {
+  static auto* instance = new ScheduleCache();
+  return *instance;
+}
+
+std::shared_ptr<const RowScheduleTensors> build(const at::Tensor& offsets, int64_t nnz) {
+  using iognn::cuda::kHeavyRowEdges;
+  using iognn::cuda::kSegmentEdges;
+  auto s = std::make_shared<RowScheduleTensors>();
+  s->view.heavy_threshold = kHeavyRowEdges;
+  if (nnz <= kHeavyRowEdges) return s;  // no row can be heavy: nothing to read back
+  const at::Tensor off = offsets.to(at::kLong);
+  const at::Tensor deg = off.slice(0, 1) - off.slice(0, 0, -1);
+  s->heavy_rows = at::nonzero(deg > kHeavyRowEdges).view(-1);  // synchronises
+  const int64_t num_heavy = s->heavy_rows.numel();
+  if (num_heavy == 0) return s;
+  const at::Tensor segments = at::floor_divide(deg.index_select(0, s->heavy_rows) +
+                                                   (kSegmentEdges - 1),
+                                               kSegmentEdges);
+  s->segment_ptr = at::cat({at::zeros({1}, off.options()), segments.cumsum(0)});
+  const int64_t num_segments = s->segment_ptr[num_heavy].item<int64_t>();  // synchronises
+  // The (repeats, output_size) overload: a plain int64 second argument would select the
+  // (self, repeats) overload and repeat each count num_segments times instead.
+  const at::Tensor heavy_of_segment =
+      at::repeat_interleave(segments, std::optional<int64_t>(num_segments));
+  const at::Tensor rank = at::arange(num_segments, off.options()) -
+                          s->segment_ptr.index_select(0, heavy_of_segment);
+  s->segment_row = s->heavy_rows.index_select(0, heavy_of_segment);
+  s->segment_begin = off.index_select(0, s->segment_row) + rank * kSegmentEdges;
+  s->segment_end = at::minimum(s->segment_begin + kSegmentEdges,
+                               off.index_select(0, s->segment_row + 1));
+  // The tables above were computed asynchronously: finish them before another stream may read them.
+  at::cuda::getCurrentCUDAStream().synchronize();
+  auto& v = s->view;
+  v.num_heavy = num_heavy;
+  v.num_segments = num_segments;
+  v.heavy_rows = s->heavy_rows.const_data_ptr<int64_t>();
+  v.segment_ptr = s->segment_ptr.const_data_ptr<int64_t>();
+  v.segment_row = s->segment_row.const_data_ptr<int64_t>();
+  v.segment_begin = s->segment_begin.const_data_ptr<int64_t>();
+  v.segment_end = s->segment_end.const_data_ptr<int64_t>();
+  return s;
+}
+
+}  // namespace
+
+bool stream_is_capturing() {
+  return c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None;
+}
+
+std::shared_ptr<const RowScheduleTensors> row_schedule(const at::Tensor& offsets, int64_t nnz) {
+  const Key key{offsets.get_device(), offsets.const_data_ptr(), offsets.numel() - 1, nnz};
+  auto s = cache().find(key, offsets);
+  if (!s) {
+    if (stream_is_capturing()) return std::make_shared<const RowScheduleTensors>();
+    s = build(offsets, nnz);  // outside the cache lock: it synchronises
+    cache().insert(key, offsets, s);
+  }
+  // The tables are shared by all streams: tell the caching allocator that this stream reads them,
+  // so that an eviction cannot recycle their memory while this stream's kernels still run.
+  if (s->view.num_heavy > 0) {
+    const auto stream = at::cuda::getCurrentCUDAStream();
+    for (const at::Tensor* t : {&s->heavy_rows, &s->segment_ptr, &s->segment_row,
+                                &s->segment_begin, &s->segment_end})
+      t->record_stream(stream);
+  }
+  return s;
+}
+
+}  // namespace iognn::torch_ext::cuda_schedule
