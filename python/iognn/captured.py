@@ -122,19 +122,25 @@ class CapturedStep:
         self._static = list(args)
         self.optimizer.zero_grad(set_to_none=True)
         graph = torch.cuda.CUDAGraph()
+        failure: Optional[BaseException] = None
         try:
             with torch.cuda.graph(graph):
-                loss = self.loss_fn(self.model, *self._static)
-                _check_loss(loss)
-                loss.backward()
-                self.optimizer.step()
-        except (RuntimeError, torch.AcceleratorError) as error:
+                try:
+                    loss = self.loss_fn(self.model, *self._static)
+                    _check_loss(loss)
+                    loss.backward()
+                    self.optimizer.step()
+                except Exception as error:  # noqa: BLE001 - reported once the capture has ended
+                    failure = error
+        except (RuntimeError, torch.AcceleratorError) as error:  # the capture itself broke
+            failure = failure or error
+        if failure is not None:
             raise RuntimeError(
                 f"CapturedStep: the training step could not be captured in a CUDA graph "
-                f"({type(error).__name__}: {error}). Usual causes: a host synchronisation inside "
-                f"the step (.item(), printing a tensor, indexing by a boolean mask: index by "
-                f"mask.nonzero() computed outside instead) or an op that cannot be captured; "
-                f"run the step eagerly (enabled=False)") from error
+                f"({type(failure).__name__}: {failure}). Usual causes: a host synchronisation "
+                f"inside the step (.item(), printing a tensor, indexing by a boolean mask: index "
+                f"by mask.nonzero() computed outside instead) or an op that cannot be captured; "
+                f"run the step eagerly (enabled=False)") from failure
         self.graph, self._loss = graph, loss.detach()
         graph.replay()  # the capture recorded the step; this call's step runs now
         return self._loss
