@@ -32,6 +32,8 @@ Rules of the replay, checked where they can be:
   values, since a cached graph is derived from them; anything else is a ValueError. Non-tensor
   arguments must be equal to the captured ones.
 - The returned loss is the capture's own tensor: read it (``float(loss)``) before the next call.
+- Everything cached that the capture reads (the Graphs, normalisations and row schedules of its
+  adjacencies) is kept alive and out of the caches' eviction for as long as the step lives.
 - Optimizers with a ``capturable`` option (Adam, AdamW, ...) are switched to ``capturable=True``
   before the first step; learning-rate changes after capture need the scheduler's capturable form
   or a new CapturedStep.
@@ -45,6 +47,8 @@ from typing import Any, Callable, List, Optional
 
 import torch
 from torch import Tensor
+
+from .nn import _graph as _graph_cache
 
 
 class CapturedStep:
@@ -86,6 +90,7 @@ class CapturedStep:
         self.graph: Optional[torch.cuda.CUDAGraph] = None
         self._static: List[Any] = []
         self._loss: Optional[Tensor] = None
+        self._pinned: List[Any] = []  # the cached graphs the capture reads: alive while it replays
 
     @property
     def captured(self) -> bool:
@@ -123,6 +128,7 @@ class CapturedStep:
         self.optimizer.zero_grad(set_to_none=True)
         graph = torch.cuda.CUDAGraph()
         failure: Optional[BaseException] = None
+        _graph_cache.capture_pins = pins = []
         try:
             with torch.cuda.graph(graph):
                 try:
@@ -134,6 +140,9 @@ class CapturedStep:
                     failure = error
         except (RuntimeError, torch.AcceleratorError) as error:  # the capture itself broke
             failure = failure or error
+        finally:
+            _graph_cache.capture_pins = None
+        self._pinned = pins
         if failure is not None:
             raise RuntimeError(
                 f"CapturedStep: the training step could not be captured in a CUDA graph "

@@ -81,6 +81,31 @@ def test_captured_training_equals_eager_bitwise(kind):
 
 
 @pytest.mark.cuda
+def test_replays_survive_the_eviction_of_every_cache():
+    """The capture reads cached Graphs, GCN normalisations and row schedules (a hub makes the
+    schedule's tables real); other graphs then push all of them out of the caches (Python entries
+    and C++ schedules): the replays still equal eager training."""
+    (model, opt), (ref, ref_opt) = twins("gcn", "cuda")
+    x, edge_index, y, train_idx = problem("cuda")
+    hub = torch.randint(0, x.size(0), (3000,), device="cuda")
+    edge_index = torch.cat([edge_index, torch.stack([hub, torch.zeros_like(hub)])], 1)
+    args = (x, edge_index, y, train_idx)
+    step = iognn.CapturedStep(model, opt, loss_fn, warmup=1)
+    torch.manual_seed(5)
+    losses = [step(*args).clone() for _ in range(3)]  # warm-up, capture, replay
+    layer = io_nn.GCNConv(12, 4).cuda()
+    for k in range(80):  # > 64 Python entries and > 32 C++ schedules, each with a hub
+        other = torch.randint(0, 300, (2, 2000), device="cuda")
+        other[1, :400] = k % 300
+        layer(torch.randn(300, 12, device="cuda"), other)
+    losses += [step(*args).clone() for _ in range(3)]
+    torch.manual_seed(5)
+    expected = [eager_step(ref, ref_opt, *args) for _ in range(6)]
+    for a, b in zip(losses, expected):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.cuda
 def test_captured_step_takes_new_features_and_refuses_new_structure():
     (model, opt), _ = twins("gcn", "cuda")
     x, edge_index, y, mask = problem("cuda")

@@ -50,14 +50,18 @@ struct Key {
 // down at exit.
 class ScheduleCache {
  public:
-  std::shared_ptr<const RowScheduleTensors> find(const Key& key, const at::Tensor& offsets) {
+  // The valid entry of key (pinned from now on when `pin`: a capture reads it), or null.
+  std::shared_ptr<const RowScheduleTensors> find(const Key& key, const at::Tensor& offsets,
+                                                 bool pin) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
       if (!(it->key == key)) continue;
       if (!it->id.matches(offsets)) {  // same pointer and sizes, another (or edited) tensor
+        if (it->pinned) return nullptr;  // a capture still reads its tables: keep them
         entries_.erase(it);
         return nullptr;
       }
+      it->pinned = it->pinned || pin;
       entries_.splice(entries_.begin(), entries_, it);
       return it->value;
     }
@@ -67,8 +71,15 @@ class ScheduleCache {
   void insert(const Key& key, const at::Tensor& offsets,
               std::shared_ptr<const RowScheduleTensors> value) {
     std::lock_guard<std::mutex> lock(mutex_);
-    entries_.push_front(Entry{key, TensorIdentity(offsets), std::move(value)});
-    if (entries_.size() > kScheduleCapacity) entries_.pop_back();
+    entries_.push_front(Entry{key, TensorIdentity(offsets), std::move(value), false});
+    size_t unpinned = 0;
+    for (const auto& e : entries_) unpinned += !e.pinned;
+    for (auto it = entries_.end(); unpinned > kScheduleCapacity && it != entries_.begin();) {
+      --it;
+      if (it->pinned) continue;
+      it = entries_.erase(it);
+      --unpinned;
+    }
   }
 
  private:
@@ -76,6 +87,7 @@ class ScheduleCache {
     Key key;
     TensorIdentity id;
     std::shared_ptr<const RowScheduleTensors> value;
+    bool pinned;  // read by a CUDA-graph capture: never evicted
   };
   std::mutex mutex_;
   std::list<Entry> entries_;
@@ -133,9 +145,10 @@ bool stream_is_capturing() {
 
 std::shared_ptr<const RowScheduleTensors> row_schedule(const at::Tensor& offsets, int64_t nnz) {
   const Key key{offsets.get_device(), offsets.const_data_ptr(), offsets.numel() - 1, nnz};
-  auto s = cache().find(key, offsets);
+  const bool capturing = stream_is_capturing();
+  auto s = cache().find(key, offsets, capturing);
   if (!s) {
-    if (stream_is_capturing()) return std::make_shared<const RowScheduleTensors>();
+    if (capturing) return std::make_shared<const RowScheduleTensors>();
     s = build(offsets, nnz);  // outside the cache lock: it synchronises
     cache().insert(key, offsets, s);
   }

@@ -5,8 +5,9 @@
 // Building reads back how many rows are heavy (one sync); later calls on the same graph hit the
 // cache and never synchronise. While the current stream captures a CUDA graph nothing is built:
 // an uncached graph runs with the empty schedule (correct, slower on very heavy rows). A captured
-// graph reads the schedule's tables when it replays, so replays need them still cached: at most
-// kScheduleCapacity graphs per process (an evicted schedule's memory returns to PyTorch's
+// graph reads the schedule's tables whenever it replays, so a schedule used by a capture is pinned:
+// kept for the life of the process, never evicted. Otherwise at most kScheduleCapacity schedules
+// are kept, least recently used first out (an evicted schedule's memory returns to PyTorch's
 // allocator).
 //
 // Identity. The cache is keyed by data pointer and sizes, and every entry also holds a weak

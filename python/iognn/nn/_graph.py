@@ -100,6 +100,10 @@ class GraphSlot:
 
 # Process-wide recency of the eager entries: (id(slot), key) -> weak reference to the slot.
 _RECENT: "OrderedDict[tuple, weakref.ref]" = OrderedDict()
+# While iognn.CapturedStep captures a CUDA graph: every cached value the capture reads, so that the
+# step can keep it alive for as long as it replays (an eviction would leave the graph pointing at
+# freed memory).
+capture_pins: Optional[list] = None
 
 
 def _version(adj) -> int:
@@ -140,13 +144,14 @@ def cached(owner, key: tuple, compute: Callable[[], object], versioned: bool = T
     entry = slot.entries.get(key)
     if entry is not None and (compiling or entry[0] == version) and (
             fits is None or fits(entry[1])):
-        if not compiling:
-            _touch(slot, key)
-        return entry[1]
-    value = compute()
-    slot.entries[key] = (version, value)
+        value = entry[1]
+    else:
+        value = compute()
+        slot.entries[key] = (version, value)
     if not compiling:
         _touch(slot, key)
+        if capture_pins is not None:
+            capture_pins.append(value)
     return value
 
 
