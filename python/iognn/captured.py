@@ -25,7 +25,8 @@ Rules of the replay, checked where they can be:
 
 - Nothing in ``loss_fn`` may synchronise with the host: no ``.item()``, no indexing by a boolean
   mask (its result size is read back; index by ``mask.nonzero()`` computed once instead). A
-  capture that fails raises RuntimeError naming these causes.
+  capture that fails raises RuntimeError naming these causes; where CUDA invalidated the capture,
+  PyTorch's CUDA random generator stays unusable for captures in that process (restart it).
 - The step's arguments are copied into the tensors of the capture when they are other objects
   with the same shape and dtype (new features, a new label vector); integer and boolean tensors
   (graph structure, labels, masks) must be the very objects of the capture or hold the same
