@@ -355,7 +355,7 @@ def run_workloads(cfg: WorkloadsConfig, log=print) -> List[Row]:
                 steps.append((row, step))
             except Exception as error:  # noqa: BLE001 - one failing row must not end the suite
                 row.status = f"error: {type(error).__name__}: {str(error)[:200]}"
-                log(format_row(row))
+            log(format_row(row))
             rows.append(row)
     for row, step in steps:  # 2. kernel times and launches, once no wall time is left to take
         try:
