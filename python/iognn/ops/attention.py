@@ -193,11 +193,12 @@ def _dropout_seed(dropout: float, seed: Optional[int]) -> Tuple[float, int]:
         raise ValueError(f"dropout must be in [0, 1), got {dropout}")
     if dropout == 0.0:
         return 0.0, 0 if seed is None else int(seed)  # no draw: eval mode leaves the RNG alone
-    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
-        raise RuntimeError("attention dropout cannot run inside a captured CUDA graph: its seed "
-                           "is drawn on the host, so every replay would apply the same mask; "
-                           "set the attention layers' dropout to 0 (or run the step eagerly)")
     if seed is None:
+        if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("attention dropout cannot run inside a captured CUDA graph: its "
+                               "seed is drawn on the host, so every replay would apply the same "
+                               "mask; set the attention layers' dropout to 0 (or run the step "
+                               "eagerly), or pass a seed to replay one fixed mask")
         seed = int(torch.randint(0, 2**62, ()))
     return dropout, int(seed)
 

@@ -153,6 +153,8 @@ def aggregate_weighted(aggr_module, graph, x: Tensor, weight: Optional[Tensor] =
     bias = like(bias, x)
     xn = node_major(x, node_dim)
     if type(aggr_module) in (SumAggregation, MeanAggregation) and xn.dim() >= 2:
+        if x.device != graph.device:  # before the op, whose message names its CSR arrays
+            raise ValueError(f"x is on {x.device} but the graph is on {graph.device}")
         if weight is not None:
             _checks.check_edge_values("edge_weight", weight, graph, x)
         w = csr_weights(graph, weight, _checks.acc_dtype(x.dtype))
