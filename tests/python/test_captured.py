@@ -1,5 +1,5 @@
-"""iognn.CapturedStep: a whole training step (forward, loss, backward, Adam) captured in a CUDA graph
-equals eager training bit for bit (losses, gradients, parameters after several steps), for GCN,
+"""iognn.CapturedStep: a whole training step (forward, loss, backward, Adam) captured in a CUDA
+graph equals eager training bit for bit (losses, gradients, parameters after several steps), for GCN,
 SAGE and GAT models with feature dropout; its argument rules; the eager fallback on the CPU."""
 import subprocess
 import sys

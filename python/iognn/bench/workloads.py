@@ -373,7 +373,8 @@ def _num(value, digits=3) -> str:
 def format_row(row: Row) -> str:
     share = row.host_share
     label = os.environ.get("IOGNN_AB_LABEL")
-    return (f"{'[' + label + '] ' if label else ''}{row.part:8} {row.graph:22} {row.workload:26} {row.impl:16} "
+    return (f"{'[' + label + '] ' if label else ''}"
+            f"{row.part:8} {row.graph:22} {row.workload:26} {row.impl:16} "
             f"wall {_num(row.wall_ms)} ms  kernels {_num(row.kernel_ms)} ms  "
             f"launches {_num(row.launches)}  host {'-' if share is None else f'{share:.0%}'}"
             f"{'' if row.status == 'ok' else '  ' + row.status}")

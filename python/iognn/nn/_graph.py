@@ -2,9 +2,9 @@
 once per adjacency tensor and cached), sparse-matrix inputs and the graph of edge-level messages.
 
 Cache contract (``cached_graph``): the Graphs built from an adjacency object live on that object
-(attribute ``_iognn_graphs``), keyed by what the layer derives from it (self-loop mode, sizes,
-...), each with the adjacency's version counter at build time; an entry is used while the object
-is unmodified (an in-place change bumps ``_version`` and the next forward rebuilds). Entries die
+(attribute ``_iognn_graphs``), keyed by what the layer derives from it (self-loop mode, ...),
+each with the adjacency's version counter at build time; an entry is used while the object has
+the node counts asked for and is unmodified (an in-place change bumps ``_version`` and the next forward rebuilds). Entries die
 with their adjacency, are neither copied nor pickled with it, and at most ``MAX_ENTRIES`` are kept
 process-wide (least recently used first out).
 

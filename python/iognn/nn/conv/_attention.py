@@ -50,9 +50,9 @@ def with_attention(out: Tensor, alpha: Tensor, adj: Adjacency, edge_index, loops
 
     Index inputs: the input itself without self-loops, else the augmented int64 edge_index (an
     EdgeIndex for an EdgeIndex input, its known sizes grown to cover the loops). torch.sparse
-    inputs: a sparse matrix of alpha on the edges PyG used (its coalesced matrix with loops when ``loops_added``, which is the graph's CSR
-    order, alpha following it; else the input's entries), or the input matrix itself with
-    ``returns_input`` (TransformerConv). torch_sparse.SparseTensor inputs: ``(out, adj_t)`` with
+    inputs: a sparse matrix of alpha on the edges PyG used (its coalesced matrix with loops when
+    ``loops_added``, which is the graph's CSR order, alpha following it; else the input's
+    entries), or the input matrix itself with ``returns_input`` (TransformerConv). torch_sparse.SparseTensor inputs: ``(out, adj_t)`` with
     alpha as its values."""
     sparse, graph = adj.sparse, adj.graph
     if sparse is None:
