@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -60,30 +61,29 @@ struct DeviceEdges {
   }
 };
 
-// plan_graph_cuda + build_graph_cuda on a private stream, copied back as int64 vectors.
+// build_graph_cuda on a private stream, copied back as int64 vectors.
 template <typename I>
 ReferenceGraph device_graph(const EdgeIndexView& view, int64_t num_src, int64_t num_dst,
-                            SelfLoops loops, GraphSizes* planned = nullptr) {
+                            SelfLoops loops, GraphSizes* built = nullptr) {
   cudaStream_t stream;
   if (cudaStreamCreate(&stream) != cudaSuccess) throw DeviceError("cudaStreamCreate");
   struct StreamGuard {
     cudaStream_t s;
     ~StreamGuard() { cudaStreamDestroy(s); }
   } guard{stream};
-  DeviceBuffer plan_ws(cuda::plan_graph_workspace_bytes());
-  const GraphSizes sz = cuda::plan_graph_cuda(view, num_src, num_dst, loops, plan_ws.get<void>(),
-                                              plan_ws.bytes(), stream);
-  if (planned) *planned = sz;
+  const GraphSizes cap = cuda::graph_capacity(num_src, num_dst, view.num_edges, loops);
+  const int64_t C = cap.num_edges;
+  DeviceBuffer rowptr((cap.num_dst + 1) * sizeof(I)), colptr((cap.num_src + 1) * sizeof(I)),
+      col(C * sizeof(I)), eid(C * sizeof(I)), row(C * sizeof(I)), csc2csr(C * sizeof(I)),
+      edge_map(C * sizeof(I));
+  DeviceBuffer ws(cuda::build_graph_workspace_bytes<I>(cap));
+  const GraphSizes sz = cuda::build_graph_cuda<I>(
+      view, cap, loops,
+      {rowptr.get<I>(), col.get<I>(), eid.get<I>(), colptr.get<I>(), row.get<I>(),
+       csc2csr.get<I>(), edge_map.get<I>()},
+      ws.get<void>(), ws.bytes(), stream);
+  if (built) *built = sz;
   const int64_t E = sz.num_edges;
-  DeviceBuffer rowptr((sz.num_dst + 1) * sizeof(I)), colptr((sz.num_src + 1) * sizeof(I)),
-      col(E * sizeof(I)), eid(E * sizeof(I)), row(E * sizeof(I)), csc2csr(E * sizeof(I)),
-      edge_map(E * sizeof(I));
-  DeviceBuffer ws(cuda::build_graph_workspace_bytes<I>(sz, loops));
-  cuda::build_graph_cuda<I>(view, sz, loops,
-                            {rowptr.get<I>(), col.get<I>(), eid.get<I>(), colptr.get<I>(),
-                             row.get<I>(), csc2csr.get<I>(), edge_map.get<I>()},
-                            ws.get<void>(), ws.bytes(), stream);
-  if (cudaStreamSynchronize(stream) != cudaSuccess) throw DeviceError("cudaStreamSynchronize");
   return {rowptr.to_host<I>(sz.num_dst + 1), col.to_host<I>(E),      eid.to_host<I>(E),
           colptr.to_host<I>(sz.num_src + 1), row.to_host<I>(E),      csc2csr.to_host<I>(E),
           edge_map.to_host<I>(E)};
@@ -122,11 +122,11 @@ TEST(GraphBuildCuda, EqualsHostBuild) {
       SCOPED_TRACE(::testing::Message() << c.num_src << "x" << c.num_dst << " E=" << c.num_edges
                                         << " mode " << int(mode));
       const ReferenceGraph want = core_graph<int32_t>(rows.view, c.num_src, c.num_dst, mode);
-      GraphSizes planned;
-      expect_equal(device_graph<int32_t>(d_rows.view, c.num_src, c.num_dst, mode, &planned), want);
+      GraphSizes built;
+      expect_equal(device_graph<int32_t>(d_rows.view, c.num_src, c.num_dst, mode, &built), want);
       const GraphSizes host = plan_graph(rows.view, c.num_src, c.num_dst, mode);
-      EXPECT_EQ(planned.num_edges, host.num_edges);
-      EXPECT_EQ(planned.num_loops, host.num_loops);
+      EXPECT_EQ(built.num_edges, host.num_edges);
+      EXPECT_EQ(built.num_loops, host.num_loops);
       expect_equal(device_graph<int64_t>(d_rows.view, c.num_src, c.num_dst, mode), want);
       expect_equal(device_graph<int32_t>(d_edge_major.view, c.num_src, c.num_dst, mode), want);
     }
@@ -182,22 +182,68 @@ TEST(GraphBuildCuda, BadSizesAndWorkspaces) {
   const EdgeList<int64_t> host({0, 1}, {1, 0});
   const DeviceEdges<int64_t> dev(host);
   EXPECT_THROW(device_graph<int32_t>(dev.view, -1, 2, SelfLoops::kKeep), ValueError);
-  const EdgeList<int64_t> none({}, {});
-  EXPECT_THROW(device_graph<int64_t>(none.view, int64_t(1) << 33, int64_t(1) << 33,
-                                     SelfLoops::kKeep),
-               ValueError);  // 66 key bits
-  DeviceBuffer small(8);
-  EXPECT_THROW(cuda::plan_graph_cuda(dev.view, 2, 2, SelfLoops::kKeep, small.get<void>(), 8,
-                                     nullptr),
-               ValueError);
-  const GraphSizes sz = plan_graph(host.view, 2, 2, SelfLoops::kKeep);
-  const size_t need = cuda::build_graph_workspace_bytes<int32_t>(sz, SelfLoops::kKeep);
-  DeviceBuffer out(16 * sizeof(int32_t));
+  const GraphSizes cap = cuda::graph_capacity(2, 2, 2, SelfLoops::kKeep);
+  const size_t need = cuda::build_graph_workspace_bytes<int32_t>(cap);
+  DeviceBuffer ws(need), out(16 * sizeof(int32_t));
   int32_t* o = out.get<int32_t>();
-  EXPECT_THROW(cuda::build_graph_cuda<int32_t>(dev.view, sz, SelfLoops::kKeep,
-                                               {o, o + 3, o + 5, o + 7, o + 10, o + 12, o + 14},
-                                               small.get<void>(), need - 1, nullptr),
+  const GraphArrays<int32_t> arrays{o, o + 3, o + 5, o + 7, o + 10, o + 12, o + 14};
+  EXPECT_THROW(cuda::build_graph_cuda<int32_t>(dev.view, cap, SelfLoops::kKeep, arrays,
+                                               ws.get<void>(), need - 1, nullptr),
                ValueError);
+  EXPECT_THROW(cuda::build_graph_cuda<int32_t>(dev.view, cap, SelfLoops::kKeep, arrays, nullptr,
+                                               need, nullptr),
+               ValueError);
+  // A capacity made for another self-loop mode would under-size the outputs.
+  EXPECT_THROW(cuda::build_graph_cuda<int32_t>(dev.view, cap, SelfLoops::kReplace, arrays,
+                                               ws.get<void>(), need, nullptr),
+               ValueError);
+}
+
+// Input sorted by (destination, source) takes the path without a row sort on the CSR side; input
+// sorted by destination only, and rows long enough for several merge levels, take the sorting path.
+TEST(GraphBuildCuda, SortedInputsAndLongRows) {
+  SKIP_WITHOUT_DEVICE();
+  struct Shape {
+    int64_t num_src, num_dst, num_edges;
+    bool hub;
+  };
+  const Shape shapes[] = {{50, 40, 600, false}, {20000, 3000, 60000, false},
+                          {40000, 40000, 70000, true}};
+  for (const Shape& shape : shapes) {
+    RandomEdges e = random_edges(shape.num_src, shape.num_dst, shape.num_edges, 7);
+    if (shape.hub) {  // node 3 receives 40,000 edges and sends 2,000: four merge levels on the CSR side
+      for (int64_t k = 0; k < 40000; ++k) {
+        e.src.push_back(k);
+        e.dst.push_back(3);
+      }
+      for (int64_t k = 0; k < 2000; ++k) {
+        e.src.push_back(3);
+        e.dst.push_back((k * 7) % shape.num_dst);
+      }
+    }
+    std::vector<int64_t> order(e.src.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = int64_t(k);
+    for (int by_source = 0; by_source < 2; ++by_source) {
+      std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
+        if (e.dst[x] != e.dst[y]) return e.dst[x] < e.dst[y];
+        return by_source && e.src[x] < e.src[y];
+      });
+      std::vector<int64_t> src, dst;
+      for (int64_t k : order) {
+        src.push_back(e.src[k]);
+        dst.push_back(e.dst[k]);
+      }
+      const EdgeList<int64_t> sorted(src, dst);
+      const DeviceEdges<int64_t> dev(sorted);
+      for (SelfLoops mode : kModes) {
+        SCOPED_TRACE(::testing::Message() << shape.num_edges << " by_source " << by_source
+                                          << " mode " << int(mode));
+        const ReferenceGraph want = reference_graph(src, dst, shape.num_src, shape.num_dst, mode);
+        expect_equal(device_graph<int32_t>(dev.view, shape.num_src, shape.num_dst, mode), want);
+        expect_equal(device_graph<int64_t>(dev.view, shape.num_src, shape.num_dst, mode), want);
+      }
+    }
+  }
 }
 
 }  // namespace

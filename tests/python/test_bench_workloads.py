@@ -47,8 +47,36 @@ def test_batches_and_ops_parts(monkeypatch):
     got = run_workloads(config, log=lambda line: None)
     assert {(r.workload, r.impl) for r in got} == {
         (f"{layer} build+fwd+bwd", impl) for layer in ("SAGEConv", "GATConv")
-        for impl in ("pyg", "iognn")}
+        for impl in ("pyg", "iognn")} | {
+        (f"Graph build, {order}", "iognn") for order in workloads.BUILD_ORDERS}
     assert all(r.status == "ok" and r.wall_ms > 0 for r in got)
+
+
+def test_gin_steps_run_on_the_compile_graphs_only(monkeypatch):
+    monkeypatch.setattr(workloads, "MODELS", ())
+    config = WorkloadsConfig(**{**SMALL.__dict__, "parts": ("steps",),
+                                "graphs": ["random:300:1500", "random:200:900"],
+                                "compile_graphs": ("random:200:900",)})
+    # The compiled variants cost seconds each on the CPU: keep the eager ones.
+    real = workloads.training_steps
+    monkeypatch.setattr(workloads, "training_steps",
+                        lambda g, m, d, dd, s, compiled: real(g, m, d, dd, s, False))
+    got = run_workloads(config, log=lambda line: None)
+    assert {(r.graph, r.workload) for r in got} == {("random:200:900", "gin step")}
+    assert all(r.status == "ok" and r.wall_ms > 0 for r in got)
+
+
+def test_gin_model_equals_pyg():
+    import torch_geometric.nn as pyg_nn
+    import iognn.nn as io_nn
+    x = torch.randn(50, 12)
+    edge_index = torch.randint(0, 50, (2, 200))
+    outs = []
+    for lib in (pyg_nn, io_nn):
+        torch.manual_seed(0)
+        model = workloads.TwoLayer(lib, "gin", 12, 4).eval()
+        outs.append(model(x, edge_index))
+    torch.testing.assert_close(outs[1], outs[0])
 
 
 def test_a_failing_step_is_an_error_row(monkeypatch):

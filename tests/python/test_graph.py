@@ -381,3 +381,34 @@ def test_argument_errors():
     assert Graph(ei, 2, self_loops=2).self_loops == SelfLoops.REPLACE
     assert Graph(ei, 2, self_loops="Add_Remaining").self_loops == SelfLoops.ADD_REMAINING
     assert isinstance(iognn.Graph(ei), Graph)
+
+
+def sorted_by_destination(edge_index, by_source):
+    """edge_index stably sorted by destination (and then source), with the permutation used."""
+    src, dst = edge_index.long()
+    key = dst * (int(src.max()) + 1 if src.numel() else 1) + src if by_source else dst
+    perm = torch.sort(key, stable=True).indices
+    return edge_index[:, perm], perm
+
+
+def assert_same_graph_from_permuted_input(a: Graph, b: Graph, perm: torch.Tensor) -> None:
+    """a was built from edge_index[:, perm], b from edge_index: same layout, same input edges."""
+    for name in ("rowptr", "col", "colptr", "row", "csc2csr"):
+        assert torch.equal(getattr(a, name), getattr(b, name)), name
+
+    def input_ids(g, remap):  # input id of each CSR position (-1: an added loop)
+        return torch.cat([remap, remap.new_tensor([-1])])[g.edge_map[g.eid.long()].long()]
+    identity = torch.arange(perm.numel())
+    assert torch.equal(input_ids(a, perm), input_ids(b, identity))
+
+
+@pytest.mark.parametrize("by_source", [True, False], ids=["dst-src", "dst"])
+@pytest.mark.parametrize("mode", list(SelfLoops), ids=[m.name for m in SelfLoops])
+def test_sorted_input_gives_the_same_graph(graph_case, mode, by_source):
+    _, edge_index, size = graph_case
+    ordered, perm = sorted_by_destination(edge_index, by_source)
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    for device in devices:
+        a = Graph(ordered.to(device), size, mode).cpu()
+        b = Graph(edge_index.to(device), size, mode).cpu()
+        assert_same_graph_from_permuted_input(a, b, perm)

@@ -276,6 +276,37 @@ def test_capture_before_the_schedule_is_cached():
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.cuda
+def test_graph_built_on_the_device_needs_no_schedule_readback():
+    """The device build reports the longest rows, so a graph without heavy rows (the usual
+    sampled block) goes to its first forward and backward without a host sync; a graph with a
+    heavy row still reads its schedule back once (which the sync detector sees)."""
+    gen = torch.Generator().manual_seed(17)
+    light = torch.randint(0, 3000, (2, 20000), generator=gen).cuda()
+    heavy = torch.cat([light, torch.stack([torch.arange(400), torch.zeros(400, dtype=torch.long)]
+                                          ).cuda()], 1)
+    for edge_index, syncs in ((light, False), (heavy, True)):
+        g = iognn.Graph(edge_index, 3000)
+        x = torch.randn(3000, 16, device="cuda", requires_grad=True)
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            if syncs:
+                with pytest.raises(RuntimeError, match="synchroniz"):
+                    ops.propagate(g.rowptr, g.col, g.colptr, g.row, g.csc2csr, None, x, "sum")
+            else:
+                out = ops.propagate(g.rowptr, g.col, g.colptr, g.row, g.csc2csr, None, x, "sum")
+                out.backward(torch.ones_like(out))
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+        if not syncs:
+            ref = ops.propagate(g.rowptr.cpu(), g.col.cpu(), g.colptr.cpu(), g.row.cpu(),
+                                g.csc2csr.cpu(), None, x.detach().cpu(), "sum")
+            torch.testing.assert_close(out.cpu(), ref)
+            torch.testing.assert_close(x.grad.cpu(), torch.bincount(
+                edge_index[0].cpu(), minlength=3000).float()[:, None].expand(-1, 16))
+
+
 # ---- registration and errors ------------------------------------------------------------------
 @pytest.mark.cuda
 @pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])

@@ -1,12 +1,15 @@
 // iognn::build_graph on CUDA tensors: the device build of core/graph_cuda.h, queued on the current
 // stream of edge_index's device, with outputs and scratch from PyTorch's caching allocator. The
-// validation pass synchronises that stream once (to size the outputs); the build itself does not.
+// outputs are allocated for the capacity (E' as if the input had no self-loops) before the build
+// and narrowed to the true E' after its single synchronisation, so a build is one kernel launch
+// and one sync.
 // graph_stats stays CPU-only: Graph.stats passes it host copies of the offset vectors.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include "binding/cuda/propagate_schedule.h"
 #include "binding/graph_build.h"
 #include "binding/utils.h"
 #include "core/graph_cuda.h"
@@ -26,22 +29,32 @@ GraphTensors build_graph_cuda(const at::Tensor& edge_index, int64_t num_src, int
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(edge_index.device().index()).stream();
   const EdgeIndexView view = edge_index_view(edge_index);
 
-  const at::Tensor plan_ws = device_workspace(iognn::cuda::plan_graph_workspace_bytes(), edge_index);
-  const GraphSizes sz = translate_errors([&] {
-    return iognn::cuda::plan_graph_cuda(view, num_src, num_dst, mode, plan_ws.data_ptr(),
-                                        size_t(plan_ws.numel()), stream);
+  const GraphSizes cap = translate_errors([&] {
+    return iognn::cuda::graph_capacity(num_src, num_dst, edge_index.size(1), mode);
   });
-  const at::ScalarType index_dtype = graph_index_dtype(sz, force_int64);
-  GraphTensors out = empty_graph_tensors(sz, edge_index.options().dtype(index_dtype));
+  const at::ScalarType index_dtype = graph_index_dtype(cap, force_int64);
+  GraphTensors out = empty_graph_tensors(cap, edge_index.options().dtype(index_dtype));
+  GraphSizes sz;
+  iognn::cuda::GraphDegrees degrees;
   dispatch_index(index_dtype, kBuildGraph, [&](auto tag) {
     using I = typename decltype(tag)::type;
-    translate_errors([&] {
+    sz = translate_errors([&] {
       const at::Tensor ws =
-          device_workspace(iognn::cuda::build_graph_workspace_bytes<I>(sz, mode), edge_index);
-      iognn::cuda::build_graph_cuda<I>(view, sz, mode, graph_arrays<I>(out), ws.data_ptr(),
-                                       size_t(ws.numel()), stream);
+          device_workspace(iognn::cuda::build_graph_workspace_bytes<I>(cap), edge_index);
+      return iognn::cuda::build_graph_cuda<I>(view, cap, mode, graph_arrays<I>(out), ws.data_ptr(),
+                                              size_t(ws.numel()), stream, &degrees);
     });
   });
+  auto& [rowptr, col, eid, colptr, row, csc2csr, edge_map] = out;
+  for (at::Tensor* t : {&col, &eid, &row, &csc2csr, &edge_map}) *t = t->narrow(0, 0, sz.num_edges);
+  // The capacity may need int64 where the true sizes fit int32 (only within L edges of 2^31).
+  if (graph_index_dtype(sz, force_int64) != index_dtype)
+    for (at::Tensor* t : {&rowptr, &col, &eid, &colptr, &row, &csc2csr, &edge_map})
+      *t = t->to(at::kInt);
+  // The propagate kernels' row schedule needs the longest row: known now, so a graph without
+  // heavy rows is never read back again (rowptr serves the forward, colptr the backward).
+  cuda_schedule::note_max_degree(rowptr, sz.num_edges, degrees.max_in);
+  cuda_schedule::note_max_degree(colptr, sz.num_edges, degrees.max_out);
   return out;
 }
 

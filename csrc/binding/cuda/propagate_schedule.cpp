@@ -164,4 +164,13 @@ std::shared_ptr<const RowScheduleTensors> row_schedule(const at::Tensor& offsets
   return s;
 }
 
+void note_max_degree(const at::Tensor& offsets, int64_t nnz, int64_t max_degree) {
+  if (max_degree > iognn::cuda::kHeavyRowEdges) return;  // built on first use, as usual
+  const Key key{offsets.get_device(), offsets.const_data_ptr(), offsets.numel() - 1, nnz};
+  if (cache().find(key, offsets, false)) return;
+  auto s = std::make_shared<RowScheduleTensors>();
+  s->view.heavy_threshold = iognn::cuda::kHeavyRowEdges;
+  cache().insert(key, offsets, std::move(s));
+}
+
 }  // namespace iognn::torch_ext::cuda_schedule

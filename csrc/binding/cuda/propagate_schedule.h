@@ -41,4 +41,9 @@ struct RowScheduleTensors {
 // the empty schedule while capturing.
 std::shared_ptr<const RowScheduleTensors> row_schedule(const at::Tensor& offsets, int64_t nnz);
 
+// Tells the cache that no row of `offsets` has more than max_degree edges. When that makes every
+// row light, the empty schedule is cached for `offsets` now, so its first propagate reads nothing
+// back. The CUDA graph build calls this with the degrees it measures anyway.
+void note_max_degree(const at::Tensor& offsets, int64_t nnz, int64_t max_degree);
+
 }  // namespace iognn::torch_ext::cuda_schedule

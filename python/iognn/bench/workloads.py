@@ -6,14 +6,15 @@ memory traffic, so every row here is a wall-clock time with the host included, n
 kernel time and the number of launches of the same step (torch.profiler). Parts:
 
 - ``steps``: a whole training step (2-layer GCN / SAGE / GAT 8x8, hidden 64, forward + cross
-  entropy + backward + Adam) per graph: iognn eager, captured (``iognn.CapturedStep``) and
+  entropy + backward + Adam; GIN with two-layer MLPs too on the ``--compile-graphs``) per graph: iognn eager, captured (``iognn.CapturedStep``) and
   compiled, PyG eager and PyG compiled (``default`` and ``reduce-overhead``; compiled rows only on
   the ``--compile-graphs``, since each compile costs seconds);
 - ``layers``: one layer's forward + backward on 64 hidden features (GCN, SAGE, GAT / GATv2 /
   Transformer 8x8), iognn against PyG;
 - ``batches``: a new bipartite edge_index every step in the shape of a sampled block (16,384
   destinations x fan-out 15 from 200,000 sources, F = 128), SAGEConv and GATConv 8x8 forward +
-  backward with the graph build included;
+  backward with the graph build included, and ``iognn.Graph`` of such a block alone from input
+  sorted by (destination, source), sorted by destination only, and shuffled;
 - ``ops``: min fwd + bwd (F = 128) on mid-size real graphs, iognn's segment_reduce against PyG's
   MinAggregation.
 
@@ -41,12 +42,14 @@ TRAIN_GRAPHS = ["cora", "citeseer", "amazon_photo", "coauthor_cs", "tolokers",
                 "random:10000:200000"]
 OP_GRAPHS = ["tolokers", "amazon_computers", "coauthor_physics", "twitch_DE", "road-usroads-48"]
 MODELS = ("gcn", "sage", "gat")
+COMPILE_MODELS = ("gin",)  # PyG's compile benchmark also trains GIN: on the --compile-graphs only
 LAYERS = ("GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "TransformerConv")
 PARTS = ("steps", "layers", "batches", "ops")
 HIDDEN, HEADS = 64, 8
 BLOCK = dict(num_dst=16384, fanout=15, num_src=200000, feat=128)
 LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
-                "cudaGraphLaunch", "cudaMemcpyAsync", "cudaMemsetAsync")
+                "cudaLaunchCooperativeKernel", "cudaGraphLaunch", "cudaMemcpyAsync",
+                "cudaMemsetAsync")
 
 
 @dataclass
@@ -128,6 +131,12 @@ class TwoLayer(torch.nn.Module):
         if model == "gat":
             self.conv1 = lib.GATConv(in_channels, HIDDEN // HEADS, heads=HEADS)
             self.conv2 = lib.GATConv(HIDDEN, num_classes, heads=1)
+        elif model == "gin":
+            def mlp(a, b):
+                return torch.nn.Sequential(torch.nn.Linear(a, HIDDEN), torch.nn.ReLU(),
+                                           torch.nn.Linear(HIDDEN, b))
+            self.conv1 = lib.GINConv(mlp(in_channels, HIDDEN))
+            self.conv2 = lib.GINConv(mlp(HIDDEN, num_classes))
         else:
             conv = lib.GCNConv if model == "gcn" else lib.SAGEConv
             self.conv1, self.conv2 = conv(in_channels, HIDDEN), conv(HIDDEN, num_classes)
@@ -269,6 +278,35 @@ def batch_steps(layer: str, device, seed):
     return out
 
 
+BUILD_ORDERS = ("sorted by (dst, src)", "sorted by dst", "shuffled")
+
+
+def build_steps(order: str, device, seed):
+    """``iognn.Graph`` of a sampled block (the shape of ``batch_steps``), from a pool of 8 edge
+    indices in the given order; iognn only (PyG builds nothing: it scatters over edge_index)."""
+    import iognn
+    gen = torch.Generator().manual_seed(seed)
+    b = BLOCK
+    num_edges = b["num_dst"] * b["fanout"]
+    pool = []
+    for _ in range(8):
+        src = torch.randint(0, b["num_src"], (num_edges,), generator=gen)
+        dst = torch.arange(b["num_dst"]).repeat_interleave(b["fanout"])
+        if order == "sorted by (dst, src)":
+            src = src.view(-1, b["fanout"]).sort(dim=1).values.view(-1)
+        elif order == "shuffled":
+            perm = torch.randperm(num_edges, generator=gen)
+            src, dst = src[perm], dst[perm]
+        pool.append(torch.stack([src, dst]).to(device))
+    size = (b["num_src"], b["num_dst"])
+    counter = {"k": 0}
+
+    def step():
+        counter["k"] += 1
+        return iognn.Graph(pool[counter["k"] % len(pool)], size)
+    return {"iognn": step}
+
+
 def op_steps(graph: str, device, data_dir, seed):
     import torch_geometric.nn.aggr as pyg_aggr
 
@@ -319,7 +357,8 @@ def run_workloads(cfg: WorkloadsConfig, log=print) -> List[Row]:
     graphs = cfg.graphs or TRAIN_GRAPHS
     if "steps" in cfg.parts:
         for graph in graphs:
-            for model in MODELS:
+            extra = COMPILE_MODELS if graph in cfg.compile_graphs else ()
+            for model in MODELS + extra:
                 jobs.append(("steps", graph, f"{model} step",
                              lambda g=graph, m=model: training_steps(
                                  g, m, device, cfg.data_dir, cfg.seed, g in cfg.compile_graphs)))
@@ -332,6 +371,9 @@ def run_workloads(cfg: WorkloadsConfig, log=print) -> List[Row]:
         for layer in ("SAGEConv", "GATConv"):
             jobs.append(("batches", "block 16384x15 of 200k", f"{layer} build+fwd+bwd",
                          lambda l=layer: batch_steps(l, device, cfg.seed)))
+        for order in BUILD_ORDERS:
+            jobs.append(("batches", "block 16384x15 of 200k", f"Graph build, {order}",
+                         lambda o=order: build_steps(o, device, cfg.seed)))
     if "ops" in cfg.parts:
         for graph in cfg.op_graphs or OP_GRAPHS:
             jobs.append(("ops", graph, "min fwd+bwd",
