@@ -6,9 +6,10 @@ memory traffic, so every row here is a wall-clock time with the host included, n
 kernel time and the number of launches of the same step (torch.profiler). Parts:
 
 - ``steps``: a whole training step (2-layer GCN / SAGE / GAT 8x8, hidden 64, forward + cross
-  entropy + backward + Adam; GIN with two-layer MLPs too on the ``--compile-graphs``) per graph: iognn eager, captured (``iognn.CapturedStep``) and
-  compiled, PyG eager and PyG compiled (``default`` and ``reduce-overhead``; compiled rows only on
-  the ``--compile-graphs``, since each compile costs seconds);
+  entropy + backward + Adam; GIN with two-layer MLPs too on the ``--compile-graphs``) per graph:
+  iognn eager and captured (``iognn.CapturedStep``), PyG eager, and both libraries compiled
+  (``default`` and ``reduce-overhead``; compiled rows only on the ``--compile-graphs``, since each
+  compile costs seconds);
 - ``layers``: one layer's forward + backward on 64 hidden features (GCN, SAGE, GAT / GATv2 /
   Transformer 8x8), iognn against PyG;
 - ``batches``: a new bipartite edge_index every step in the shape of a sampled block (16,384
@@ -24,7 +25,8 @@ median round gives the wall time per step. Kernel time and launches: one profile
 counting every CUDA kernel (summed device time) and every host call that starts device work
 (kernel, memcpy, memset and graph launches). All wall times are taken before the first profiled
 round: once torch.profiler has attached to the CUDA driver, every later launch costs more host
-time in that process.
+time in that process. Every step starts from gradients set to None (as ``optimizer.zero_grad()``
+leaves them), so that no row pays for accumulating into the previous step's gradients.
 """
 from __future__ import annotations
 
@@ -183,7 +185,7 @@ def training_steps(graph: str, model_name: str, device, data_dir, seed, compiled
     impls = {"pyg": pyg_nn, "iognn": io_nn}
     variants = ["pyg", "iognn"] + (["iognn captured"] if hasattr(iognn, "CapturedStep") else [])
     if compiled:
-        variants += ["pyg compile", "pyg compile-ro", "iognn compile"]
+        variants += ["pyg compile", "pyg compile-ro", "iognn compile", "iognn compile-ro"]
     out = {}
     for variant in variants:
         torch.manual_seed(seed)
@@ -214,8 +216,18 @@ def _layer(lib, name: str):
     return getattr(lib, name)(HIDDEN, HIDDEN)
 
 
-def fwd_bwd(module, inputs, grad_of):
+def clear_grads(module, leaves) -> None:
+    """Gradients set to None, as ``optimizer.zero_grad()`` does in a training loop: a step that
+    accumulated into the previous step's gradients would pay a launch per parameter."""
+    if isinstance(module, torch.nn.Module):
+        module.zero_grad(set_to_none=True)
+    for leaf in leaves:
+        leaf.grad = None
+
+
+def fwd_bwd(module, inputs, grad_of, leaves=()):
     def step():
+        clear_grads(module, leaves)
         out = module(*inputs)
         out.backward(grad_of(out))
     return step
@@ -239,7 +251,7 @@ def layer_steps(graph: str, layer: str, device, data_dir, seed):
             if "g" not in grad:
                 grad["g"] = torch.randn_like(out)
             return grad["g"]
-        out[impl] = fwd_bwd(module, (x, edge_index), grad_of)
+        out[impl] = fwd_bwd(module, (x, edge_index), grad_of, leaves=(x,))
     return out
 
 
@@ -270,6 +282,7 @@ def batch_steps(layer: str, device, seed):
         counter = {"k": 0}
 
         def step(module=module, counter=counter):
+            clear_grads(module, (x_src,))
             counter["k"] += 1
             edge_index = pool[counter["k"] % len(pool)].clone()
             out = module((x_src, x_dst), edge_index)
@@ -324,8 +337,9 @@ def op_steps(graph: str, device, data_dir, seed):
     aggr = pyg_aggr.MinAggregation()
     grad = torch.randn(num_nodes, 128, generator=gen).to(device)
     return {
-        "pyg": fwd_bwd(lambda: aggr(x[src], dst, dim_size=num_nodes), (), lambda out: grad),
-        "iognn": fwd_bwd(lambda: segment_reduce(g, x, "min"), (), lambda out: grad),
+        "pyg": fwd_bwd(lambda: aggr(x[src], dst, dim_size=num_nodes), (), lambda out: grad,
+                       leaves=(x,)),
+        "iognn": fwd_bwd(lambda: segment_reduce(g, x, "min"), (), lambda out: grad, leaves=(x,)),
     }
 
 

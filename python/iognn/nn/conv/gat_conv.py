@@ -115,7 +115,9 @@ class GATConv(MessagePassingModule):
             return h_src, None, self._logits(x_src, lin_src, self.att_src), None
         if x_dst is x_src and lin_dst is lin_src:
             both = self._logits(x_src, lin_src, torch.cat([self.att_src, self.att_dst], dim=1))
-            return h_src, h_src, both[:, :H], both[:, H:]
+            # split, not two slices: its backward is one cat, theirs two zero-filled copies and an add
+            alpha_src, alpha_dst = both.split(H, dim=1)
+            return h_src, h_src, alpha_src, alpha_dst
         h_dst = lin_dst(x_dst).view(-1, H, C)
         return (h_src, h_dst, self._logits(x_src, lin_src, self.att_src),
                 self._logits(x_dst, lin_dst, self.att_dst))
