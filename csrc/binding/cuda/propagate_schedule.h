@@ -3,7 +3,8 @@
 // forward and backward_weight, colptr for backward_x).
 //
 // Building reads back how many rows are heavy (one sync); later calls on the same graph hit the
-// cache and never synchronise. While the current stream captures a CUDA graph nothing is built:
+// cache and never synchronise. A graph built on the device needs no readback when it has no heavy
+// row: its build measured the longest rows and recorded the empty schedule (note_max_degree). While the current stream captures a CUDA graph nothing is built:
 // an uncached graph runs with the empty schedule (correct, slower on very heavy rows). A captured
 // graph reads the schedule's tables whenever it replays, so a schedule used by a capture is pinned:
 // kept for the life of the process, never evicted. Otherwise at most kScheduleCapacity schedules

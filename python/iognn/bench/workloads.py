@@ -255,6 +255,28 @@ def layer_steps(graph: str, layer: str, device, data_dir, seed):
     return out
 
 
+BUILD_ORDERS = ("sorted by (dst, src)", "sorted by dst", "shuffled")
+
+
+def block_pool(gen: torch.Generator, device, order: str = "sorted by dst", size: int = 8):
+    """``size`` edge indices in the shape of a sampled block (BLOCK): every destination draws
+    ``fanout`` random sources. A sampler emits them sorted by destination; BUILD_ORDERS names the
+    others."""
+    b = BLOCK
+    num_edges = b["num_dst"] * b["fanout"]
+    pool = []
+    for _ in range(size):
+        src = torch.randint(0, b["num_src"], (num_edges,), generator=gen)
+        dst = torch.arange(b["num_dst"]).repeat_interleave(b["fanout"])
+        if order == "sorted by (dst, src)":
+            src = src.view(-1, b["fanout"]).sort(dim=1).values.view(-1)
+        elif order == "shuffled":
+            perm = torch.randperm(num_edges, generator=gen)
+            src, dst = src[perm], dst[perm]
+        pool.append(torch.stack([src, dst]).to(device))
+    return pool
+
+
 def batch_steps(layer: str, device, seed):
     """A sampled block per step: a new edge_index object (a clone from a pool of 8), so neither
     library can reuse a graph built in an earlier step."""
@@ -263,12 +285,7 @@ def batch_steps(layer: str, device, seed):
     import iognn.nn as io_nn
     gen = torch.Generator().manual_seed(seed)
     b = BLOCK
-    num_edges = b["num_dst"] * b["fanout"]
-    pool = []
-    for _ in range(8):
-        src = torch.randint(0, b["num_src"], (num_edges,), generator=gen)
-        dst = torch.arange(b["num_dst"]).repeat_interleave(b["fanout"])
-        pool.append(torch.stack([src, dst]).to(device))
+    pool = block_pool(gen, device)
     x_src = torch.randn(b["num_src"], b["feat"], generator=gen).to(device).requires_grad_()
     x_dst = x_src[: b["num_dst"]]
     out = {}
@@ -291,26 +308,12 @@ def batch_steps(layer: str, device, seed):
     return out
 
 
-BUILD_ORDERS = ("sorted by (dst, src)", "sorted by dst", "shuffled")
-
-
 def build_steps(order: str, device, seed):
     """``iognn.Graph`` of a sampled block (the shape of ``batch_steps``), from a pool of 8 edge
     indices in the given order; iognn only (PyG builds nothing: it scatters over edge_index)."""
     import iognn
-    gen = torch.Generator().manual_seed(seed)
     b = BLOCK
-    num_edges = b["num_dst"] * b["fanout"]
-    pool = []
-    for _ in range(8):
-        src = torch.randint(0, b["num_src"], (num_edges,), generator=gen)
-        dst = torch.arange(b["num_dst"]).repeat_interleave(b["fanout"])
-        if order == "sorted by (dst, src)":
-            src = src.view(-1, b["fanout"]).sort(dim=1).values.view(-1)
-        elif order == "shuffled":
-            perm = torch.randperm(num_edges, generator=gen)
-            src, dst = src[perm], dst[perm]
-        pool.append(torch.stack([src, dst]).to(device))
+    pool = block_pool(torch.Generator().manual_seed(seed), device, order)
     size = (b["num_src"], b["num_dst"])
     counter = {"k": 0}
 
