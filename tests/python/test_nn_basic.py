@@ -385,3 +385,33 @@ def test_attention_layers_reject_missing_edge_features():
         io_nn.GATv2Conv(6, 4)(x, edge_index, torch.randn(3, 2))
     with pytest.raises(ValueError, match="edge_attr"):
         io_nn.TransformerConv(6, 4, edge_dim=2)(x, edge_index)
+
+
+def test_stacked_linears_equal_separate_ones():
+    from iognn.nn.linear import Linear, stacked_linears
+    torch.manual_seed(0)
+    x = torch.randn(7, 5, dtype=torch.float64, requires_grad=True)
+    lins = [Linear(5, n).double() for n in (3, 4, 2)]
+    stacked = stacked_linears(x, lins)
+    separate = [lin(x) for lin in lins]
+    for a, b in zip(stacked, separate):
+        torch.testing.assert_close(a, b)
+    grads = [torch.randn_like(t) for t in separate]
+    got = torch.autograd.grad(stacked, [x] + [p for lin in lins for p in lin.parameters()], grads)
+    want = torch.autograd.grad(separate, [x] + [p for lin in lins for p in lin.parameters()],
+                               grads)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+    # batched inputs split along the feature dimension
+    xb = torch.randn(2, 7, 5, dtype=torch.float64)
+    for a, lin in zip(stacked_linears(xb, lins), lins):
+        torch.testing.assert_close(a, lin(xb))
+
+
+def test_stacked_linears_refuse_lazy_weights_and_mixed_biases():
+    from iognn.nn.linear import Linear, stacked_linears
+    x = torch.randn(4, 5)
+    assert stacked_linears(x, [Linear(-1, 3), Linear(5, 3)]) is None
+    assert stacked_linears(x, [Linear(5, 3, bias=False), Linear(5, 3)]) is None
+    both = stacked_linears(x, [Linear(5, 3, bias=False), Linear(5, 2, bias=False)])
+    assert [t.shape for t in both] == [(4, 3), (4, 2)]

@@ -15,7 +15,7 @@ from torch.nn import Parameter
 from ...ops.attention import gatv2_attention
 from .._amp import like
 from .._graph import structural_adjacency
-from ..linear import Linear, glorot_
+from ..linear import Linear, glorot_, stacked_linears
 from ._attention import attention_sizes, check_static, loop_edge_attr, with_attention
 from ._common import (MessagePassingArgs, MessagePassingModule, check_attention_aggr,
                       check_edge_values, split_input)
@@ -84,6 +84,24 @@ class GATv2Conv(MessagePassingModule):
             with torch.no_grad():
                 self.bias.zero_()
 
+    def _project(self, x_src: Tensor, x_dst: Tensor):
+        """The residual projection (or None) and the ``[N, H, C]`` source and destination
+        projections: one GEMM for all of them when they read the same features
+        (``stacked_linears``)."""
+        H, C = self.heads, self.out_channels
+        lins = [self.lin_l] + ([] if self.share_weights else [self.lin_r])
+        lins += [] if self.res is None else [self.res]
+        parts = stacked_linears(x_src, lins) if x_dst is x_src and len(lins) > 1 else None
+        if parts is not None:
+            h_src = parts[0]
+            h_dst = h_src if self.share_weights else parts[1]
+            res = parts[-1] if self.res is not None else None
+        else:  # PyG's order, which a lazy weight's initialisation draws in
+            res = self.res(x_dst) if self.res is not None else None
+            h_src = self.lin_l(x_src)
+            h_dst = h_src if self.share_weights and x_dst is x_src else self.lin_r(x_dst)
+        return res, h_src.view(-1, H, C), h_dst.view(-1, H, C)
+
     def forward(self, x: Union[Tensor, Tuple[Tensor, Tensor]], edge_index,
                 edge_attr: Optional[Tensor] = None,
                 return_attention_weights: Optional[bool] = None):
@@ -92,12 +110,7 @@ class GATv2Conv(MessagePassingModule):
         if x_dst is None:
             raise ValueError("GATv2Conv needs destination features: got x = (x_src, None)")
         check_static("GATv2Conv", x_src)
-        res = self.res(x_dst) if self.res is not None else None
-        h_src = self.lin_l(x_src).view(-1, H, C)
-        if self.share_weights and x_dst is x_src:
-            h_dst = h_src
-        else:
-            h_dst = self.lin_r(x_dst).view(-1, H, C)
+        res, h_src, h_dst = self._project(x_src, x_dst)
 
         num_src, num_dst = attention_sizes(edge_index, h_src, h_dst, None, self.add_self_loops)
         adj = structural_adjacency("GATv2Conv", edge_index, num_src, num_dst, self.add_self_loops,

@@ -15,7 +15,7 @@ from torch import Tensor
 from ...ops.attention import transformer_attention
 from .._amp import like
 from .._graph import message_sizes, structural_adjacency
-from ..linear import Linear
+from ..linear import Linear, stacked_linears
 from ._attention import with_attention
 from ._common import (MessagePassingArgs, MessagePassingModule, check_attention_aggr,
                       check_edge_values, split_input)
@@ -79,14 +79,26 @@ class TransformerConv(MessagePassingModule):
             if lin is not None:
                 lin.reset_parameters()
 
+    def _project(self, x_src: Tensor, x_dst: Tensor):
+        """query, key, value ``[N, H, C]`` and the skip projection: one GEMM for all of them when
+        they read the same features (``stacked_linears``); else the skip projection is None, left
+        to ``forward``."""
+        H, C = self.heads, self.out_channels
+        lins = [self.lin_query, self.lin_key, self.lin_value]
+        if self.root_weight:
+            lins.append(self.lin_skip)
+        parts = stacked_linears(x_src, lins) if x_src is x_dst else None
+        if parts is None:  # PyG's order: the skip projection after the attention (its dropout)
+            parts = [lin(x) for lin, x in zip(lins[:3], (x_dst, x_src, x_src))] + [None]
+        query, key, value = (p.view(-1, H, C) for p in parts[:3])
+        return query, key, value, parts[3] if self.root_weight else None
+
     def forward(self, x: Union[Tensor, Tuple[Tensor, Tensor]], edge_index,
                 edge_attr: Optional[Tensor] = None,
                 return_attention_weights: Optional[bool] = None):
         H, C = self.heads, self.out_channels
         x_src, x_dst = split_input(x)
-        query = self.lin_query(x_dst).view(-1, H, C)
-        key = self.lin_key(x_src).view(-1, H, C)
-        value = self.lin_value(x_src).view(-1, H, C)
+        query, key, value, x_r = self._project(x_src, x_dst)
         num_src, num_dst = message_sizes(edge_index, key, query, None, 0)
         adj = structural_adjacency("TransformerConv", edge_index, num_src, num_dst,
                                    add_loops=False)
@@ -109,7 +121,7 @@ class TransformerConv(MessagePassingModule):
 
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
         if self.root_weight:
-            x_r = like(self.lin_skip(x_dst), out)
+            x_r = like(self.lin_skip(x_dst) if x_r is None else x_r, out)
             if self.lin_beta is not None:
                 beta = self.lin_beta(torch.cat([out, x_r, out - x_r], dim=-1)).sigmoid()
                 beta = like(beta, out)
