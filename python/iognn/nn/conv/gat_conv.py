@@ -138,8 +138,10 @@ class GATConv(MessagePassingModule):
         """``W^T a`` for each ``[1, H, C]`` vector a stacked along dim 1 of att (``[1, k * H, C]``):
         ``[k * H, F]``, so that ``x @ (W^T a)^T = (lin(x).view(N, H, C) * a).sum(-1)``."""
         H, C = self.heads, self.out_channels
-        w = weight.view(H, C, -1)
-        return torch.einsum("hcf,khc->khf", w, att.view(-1, H, C)).reshape(att.size(1), w.size(-1))
+        # A broadcast product and a sum over C ([k, H, C, F], a few thousand elements): cheaper on
+        # the host than einsum's batched GEMM with its permutes and copies, forward and backward.
+        w = weight.view(1, H, C, -1)
+        return (w * att.view(-1, H, C, 1)).sum(2).view(att.size(1), w.size(-1))
 
     def _logits(self, x: Tensor, lin: Linear, att: Tensor) -> Tensor:
         """``(lin(x).view(N, H, C) * a).sum(-1)`` for each a of att: ``[N, k * H]``."""
