@@ -412,3 +412,20 @@ def test_sorted_input_gives_the_same_graph(graph_case, mode, by_source):
         a = Graph(ordered.to(device), size, mode).cpu()
         b = Graph(edge_index.to(device), size, mode).cpu()
         assert_same_graph_from_permuted_input(a, b, perm)
+
+
+def test_edge_index_sorted_by_column_gives_the_same_graph():
+    """A PyG EdgeIndex sorted by column (destination), the layout a sorted sampler or
+    ``sort_by('col')`` yields, builds the graph of its plain edge_index (on the GPU it takes the
+    path without a row sort when its rows are sorted within each column too)."""
+    gen = torch.Generator().manual_seed(5)
+    edge_index = random_edge_index(40, 30, 300, gen)
+    ordered, _ = sorted_by_destination(edge_index, by_source=True)
+    adj = EdgeIndex(ordered, sparse_size=(40, 30), sort_order="col")
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    for device in devices:
+        for mode in SelfLoops:
+            got, _ = Graph.from_adjacency(adj.to(device), self_loops=mode)
+            want = Graph(ordered.to(device), (40, 30), mode)
+            for name in ("rowptr", "col", "eid", "colptr", "row", "csc2csr", "edge_map"):
+                assert torch.equal(getattr(got, name).cpu(), getattr(want, name).cpu()), name
