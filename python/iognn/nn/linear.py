@@ -137,7 +137,8 @@ def stacked_linears(x: Tensor, lins) -> Optional[list]:
     backward) and the additions of x's gradients. Forward hooks of the Linear modules do not run
     on this path."""
     weights = [lin.weight for lin in lins]
-    if any(is_lazy(w) for w in weights):
+    # isinstance, not is_lazy: TorchDynamo traces the one and breaks the graph at the other
+    if any(isinstance(w, UninitializedParameter) for w in weights):
         return None
     biases = [lin.bias for lin in lins]
     if any(b is None for b in biases) and not all(b is None for b in biases):

@@ -14,7 +14,7 @@ from typing import Optional, Tuple, Union
 import torch
 from torch import Tensor
 from torch.nn import Parameter
-from torch.nn.parameter import is_lazy
+from torch.nn.parameter import UninitializedParameter
 
 from ...ops.attention import gat_attention
 from .._amp import like
@@ -115,7 +115,7 @@ class GATConv(MessagePassingModule):
         lin_src = self.lin if self.lin is not None else self.lin_src
         lin_dst = self.lin if self.lin is not None else self.lin_dst
         if (x_dst is x_src and lin_dst is lin_src and lin_src.bias is None
-                and not is_lazy(lin_src.weight)):
+                and not isinstance(lin_src.weight, UninitializedParameter)):
             w = lin_src.weight
             w_att = self._att_weights(w, torch.cat([self.att_src, self.att_dst], dim=1))
             h, alpha_src, alpha_dst = torch.nn.functional.linear(
