@@ -2,6 +2,8 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <algorithm>
+
 #include "binding/graph_build.h"
 #include "binding/utils.h"
 #include "core/graph.h"
@@ -37,8 +39,26 @@ GraphTensors empty_graph_tensors(const GraphSizes& sz, const at::TensorOptions& 
           at::empty({sz.num_edges}, opts)};
 }
 
-GraphTensors build_graph_cpu(const at::Tensor& edge_index, int64_t num_src, int64_t num_dst,
-                             int64_t self_loops, bool force_int64) {
+BuildGraphOutputs with_max_degrees(GraphTensors graph, int64_t max_in, int64_t max_out) {
+  at::Tensor degrees = at::empty({2}, at::TensorOptions().dtype(at::kLong));
+  degrees.data_ptr<int64_t>()[0] = max_in;
+  degrees.data_ptr<int64_t>()[1] = max_out;
+  auto& [rowptr, col, eid, colptr, row, csc2csr, edge_map] = graph;
+  return {rowptr, col, eid, colptr, row, csc2csr, edge_map, degrees};
+}
+
+namespace {
+
+template <typename index_t>
+int64_t longest_row(const index_t* offsets, int64_t rows) {
+  int64_t longest = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    longest = std::max<int64_t>(longest, int64_t(offsets[r + 1]) - int64_t(offsets[r]));
+  return longest;
+}
+
+BuildGraphOutputs build_graph_cpu(const at::Tensor& edge_index, int64_t num_src, int64_t num_dst,
+                                  int64_t self_loops, bool force_int64) {
   const SelfLoops mode = check_build_graph_args(edge_index, self_loops);
   const EdgeIndexView view = edge_index_view(edge_index);
   const GraphSizes sz = translate_errors([&] { return plan_graph(view, num_src, num_dst, mode); });
@@ -48,7 +68,13 @@ GraphTensors build_graph_cpu(const at::Tensor& edge_index, int64_t num_src, int6
     using I = typename decltype(tag)::type;
     translate_errors([&] { ::iognn::build_graph_cpu<I>(view, sz, mode, graph_arrays<I>(out)); });
   });
-  return out;
+  int64_t max_in = 0, max_out = 0;
+  dispatch_index(index_dtype, kBuildGraph, [&](auto tag) {
+    using I = typename decltype(tag)::type;
+    max_in = longest_row(cptr<I>(std::get<0>(out)), sz.num_dst);
+    max_out = longest_row(cptr<I>(std::get<3>(out)), sz.num_src);
+  });
+  return with_max_degrees(std::move(out), max_in, max_out);
 }
 
 // Degree statistics as a float64 vector: [max_in, max_out, mean_in, p50, p90, p99, isolated_dst,
@@ -80,11 +106,13 @@ at::Tensor graph_stats_cpu(const at::Tensor& rowptr, const at::Tensor& colptr) {
   return out;
 }
 
+}  // namespace
+
 TORCH_LIBRARY_FRAGMENT(iognn, m) {
   m.def(
       "build_graph(Tensor edge_index, int num_src, int num_dst, int self_loops=0, "
       "bool force_int64=False) -> (Tensor rowptr, Tensor col, Tensor eid, Tensor colptr, "
-      "Tensor row, Tensor csc2csr, Tensor edge_map)");
+      "Tensor row, Tensor csc2csr, Tensor edge_map, Tensor max_degrees)");
   m.def("graph_stats(Tensor rowptr, Tensor colptr) -> Tensor");
 }
 

@@ -17,6 +17,12 @@ constexpr const char* kBuildGraph = "iognn::build_graph";
 // (rowptr, col, eid, colptr, row, csc2csr, edge_map), as in the schema.
 using GraphTensors = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
                                 at::Tensor, at::Tensor>;
+// The op's outputs: the graph, then max_degrees, a host int64 [2] = (longest row of rowptr, of
+// colptr), which the Graph hands to the ops as their schedule hints.
+using BuildGraphOutputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
+                                     at::Tensor, at::Tensor, at::Tensor>;
+
+BuildGraphOutputs with_max_degrees(GraphTensors graph, int64_t max_in, int64_t max_out);
 
 // Checks edge_index ([2, E], int32/int64, any strides) and self_loops (0, 1 or 2).
 SelfLoops check_build_graph_args(const at::Tensor& edge_index, int64_t self_loops);

@@ -1,11 +1,14 @@
 // iognn::propagate (SpMM family): schemas, argument checks and host implementations.
 //
-// Forward:  propagate(rowptr, col, colptr, row, csc2csr, weight?, x, reduce, bias?)
-//             -> out [num_dst, F] (the layer's bias fused into the same pass)
+// Forward:  propagate(rowptr, col, colptr, row, csc2csr, weight?, x, reduce, bias?,
+//                     max_in_degree, max_out_degree) -> out [num_dst, F] (the layer's bias fused)
 // Backward: propagate_backward_x -> grad_x [num_src, F]   (transposed CSR gather)
 //           propagate_backward_weight -> grad_weight [E]   (sampled dense-dense product)
 // The transposed-CSR arguments of the forward are unused by it; they are part of the schema so the
 // autograd formula (binding/autograd/propagate.cpp) can hand them to the backward ops.
+// max_in_degree / max_out_degree: the longest row of rowptr / colptr when the caller knows it (a
+// Graph does), else -1. Only the CUDA schedule reads them (no heavy row: one launch); a value
+// below the true maximum still gives the right result (heavy rows then take the light path).
 // The CUDA implementations are in binding/cuda/propagate.cpp (same checks: propagate_checks.h).
 #include <ATen/ATen.h>
 #include <torch/library.h>
@@ -20,7 +23,8 @@ namespace {
 at::Tensor propagate_cpu(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& colptr,
                          const at::Tensor& row, const at::Tensor& csc2csr,
                          const std::optional<at::Tensor>& weight_in, const at::Tensor& x_in,
-                         c10::string_view reduce, const std::optional<at::Tensor>& bias_in) {
+                         c10::string_view reduce, const std::optional<at::Tensor>& bias_in,
+                         int64_t, int64_t) {
   constexpr const char* op = "iognn::propagate";
   const auto red = parse_reduce(reduce, op);
   check_propagate_args(op, rowptr, col, colptr, weight_in, x_in, bias_in);
@@ -45,7 +49,8 @@ at::Tensor propagate_cpu(const at::Tensor& rowptr, const at::Tensor& col, const 
 at::Tensor propagate_backward_x_cpu(const at::Tensor& colptr, const at::Tensor& row,
                                     const at::Tensor& csc2csr, const at::Tensor& rowptr,
                                     const std::optional<at::Tensor>& weight_in,
-                                    const at::Tensor& grad_out_in, c10::string_view reduce) {
+                                    const at::Tensor& grad_out_in, c10::string_view reduce,
+                                    int64_t) {
   constexpr const char* op = "iognn::propagate_backward_x";
   const auto red = parse_reduce(reduce, op);
   check_backward_x_args(op, colptr, row, csc2csr, rowptr, weight_in, grad_out_in);
@@ -68,7 +73,7 @@ at::Tensor propagate_backward_x_cpu(const at::Tensor& colptr, const at::Tensor& 
 
 at::Tensor propagate_backward_weight_cpu(const at::Tensor& rowptr, const at::Tensor& col,
                                          const at::Tensor& grad_out_in, const at::Tensor& x_in,
-                                         c10::string_view reduce) {
+                                         c10::string_view reduce, int64_t) {
   constexpr const char* op = "iognn::propagate_backward_weight";
   const auto red = parse_reduce(reduce, op);
   check_backward_weight_args(op, rowptr, col, grad_out_in, x_in);
@@ -94,13 +99,14 @@ at::Tensor propagate_backward_weight_cpu(const at::Tensor& rowptr, const at::Ten
 TORCH_LIBRARY_FRAGMENT(iognn, m) {
   m.def(
       "propagate(Tensor rowptr, Tensor col, Tensor colptr, Tensor row, Tensor csc2csr, "
-      "Tensor? weight, Tensor x, str reduce, Tensor? bias=None) -> Tensor");
+      "Tensor? weight, Tensor x, str reduce, Tensor? bias=None, int max_in_degree=-1, "
+      "int max_out_degree=-1) -> Tensor");
   m.def(
       "propagate_backward_x(Tensor colptr, Tensor row, Tensor csc2csr, Tensor rowptr, "
-      "Tensor? weight, Tensor grad_out, str reduce) -> Tensor");
+      "Tensor? weight, Tensor grad_out, str reduce, int max_out_degree=-1) -> Tensor");
   m.def(
       "propagate_backward_weight(Tensor rowptr, Tensor col, Tensor grad_out, Tensor x, "
-      "str reduce) -> Tensor");
+      "str reduce, int max_in_degree=-1) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(iognn, CPU, m) {

@@ -41,7 +41,8 @@ SegmentReduceOutputs segment_reduce_cpu(const at::Tensor& rowptr, const at::Tens
                                         const at::Tensor& colptr, const at::Tensor& row,
                                         const at::Tensor& csc2csr, const at::Tensor& x_in,
                                         std::vector<std::string> reduce_names,
-                                        const std::optional<at::Tensor>& scale_in) {
+                                        const std::optional<at::Tensor>& scale_in, int64_t,
+                                        int64_t) {
   constexpr const char* op = "iognn::segment_reduce";
   const SegmentReduceCall call =
       check_segment_reduce(op, rowptr, col, colptr, row, csc2csr, x_in, reduce_names, scale_in);
@@ -68,7 +69,7 @@ at::Tensor segment_reduce_backward_cpu(const at::Tensor& colptr, const at::Tenso
                                        const at::Tensor& ties_in, const at::Tensor& wide_in,
                                        const at::Tensor& mean_in, const at::Tensor& grad_out_in,
                                        std::vector<std::string> reduce_names,
-                                       const std::optional<at::Tensor>& scale) {
+                                       const std::optional<at::Tensor>& scale, int64_t) {
   constexpr const char* op = "iognn::segment_reduce_backward";
   const SegmentReduceCall call =
       check_segment_reduce_backward(op, colptr, row, csc2csr, rowptr, x_in, out_in, ties_in,
@@ -102,12 +103,13 @@ at::Tensor segment_reduce_backward_cpu(const at::Tensor& colptr, const at::Tenso
 TORCH_LIBRARY_FRAGMENT(iognn, m) {
   m.def(
       "segment_reduce(Tensor rowptr, Tensor col, Tensor colptr, Tensor row, Tensor csc2csr, "
-      "Tensor x, str[] reduces, Tensor? scale=None) -> (Tensor out, Tensor ties, Tensor wide, "
-      "Tensor mean, Tensor plain)");
+      "Tensor x, str[] reduces, Tensor? scale=None, int max_in_degree=-1, "
+      "int max_out_degree=-1) -> (Tensor out, Tensor ties, Tensor wide, Tensor mean, "
+      "Tensor plain)");
   m.def(
       "segment_reduce_backward(Tensor colptr, Tensor row, Tensor csc2csr, Tensor rowptr, "
       "Tensor x, Tensor out, Tensor ties, Tensor wide, Tensor mean, Tensor grad_out, "
-      "str[] reduces, Tensor? scale=None) -> Tensor");
+      "str[] reduces, Tensor? scale=None, int max_out_degree=-1) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(iognn, CPU, m) {

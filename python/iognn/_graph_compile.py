@@ -1,7 +1,8 @@
 """Graph construction under torch.compile / torch.export: the fake (meta) kernel of
 ``iognn::build_graph`` and a symbolic-size twin of the op.
 
-Output sizes: ``rowptr [num_dst + 1]``, ``colptr [num_src + 1]`` and five ``[E']`` edge tensors.
+Output sizes: ``rowptr [num_dst + 1]``, ``colptr [num_src + 1]``, five ``[E']`` edge tensors and
+the host tensor ``max_degrees [2]``.
 ``E' = E`` when self-loops are kept; otherwise ``E'`` depends on how many input edges are loops, so
 it is a fresh data-dependent size (``new_dynamic_size``) bounded by ``L <= E' <= E + L`` with
 ``L = min(num_src, num_dst)`` loops appended. The index dtype follows the kernel's rule (int32 when
@@ -47,7 +48,8 @@ def _build_graph_fake(edge_index, num_src, num_dst, self_loops=0, force_int64=Fa
                                         for _ in range(5))
     rowptr = edge_index.new_empty(num_dst + 1, dtype=dtype)
     colptr = edge_index.new_empty(num_src + 1, dtype=dtype)
-    return rowptr, col, eid, colptr, row, csc2csr, edge_map
+    max_degrees = torch.empty(2, dtype=torch.int64)  # a host tensor, as the kernels give it
+    return rowptr, col, eid, colptr, row, csc2csr, edge_map, max_degrees
 
 
 torch.library.register_fake("iognn::build_graph")(_build_graph_fake)
@@ -56,7 +58,7 @@ torch.library.register_fake("iognn::build_graph")(_build_graph_fake)
 @torch.library.custom_op("iognn::build_graph_symint", mutates_args=())
 def build_graph_symint(edge_index: Tensor, num_src: int, num_dst: int, self_loops: int,
                        force_int64: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
-                                                   Tensor]:
+                                                   Tensor, Tensor]:
     """``iognn::build_graph`` with symbolic node counts (see the module docstring)."""
     return tuple(torch.ops.iognn.build_graph(edge_index, num_src, num_dst, self_loops,
                                              force_int64))

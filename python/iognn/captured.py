@@ -2,9 +2,9 @@
 
 On small and mid-size graphs a training step is a few hundred short kernels, and the host work of
 launching them (Python, autograd, the dispatcher) takes longer than the kernels. Replaying a CUDA
-graph of the step launches all of them with one call. iognn's ops are capturable: after a warm-up
-step their graphs, schedules and scratch sizes are cached, and nothing inside a step synchronises
-with the host.
+graph of the step launches all of them with one call. iognn's ops are capturable: their row
+schedules are planned on the device within each call, the Graphs of a step's adjacencies are cached
+after a warm-up step, and nothing inside a step synchronises with the host.
 
 Usage (a full-graph training loop; ``loss_fn`` receives the model and the step's arguments)::
 
@@ -33,8 +33,8 @@ Rules of the replay, checked where they can be:
   values, since a cached graph is derived from them; anything else is a ValueError. Non-tensor
   arguments must be equal to the captured ones.
 - The returned loss is the capture's own tensor: read it (``float(loss)``) before the next call.
-- Everything cached that the capture reads (the Graphs, normalisations and row schedules of its
-  adjacencies) is kept alive and out of the caches' eviction for as long as the step lives.
+- Everything cached that the capture reads (the Graphs and normalisations of its adjacencies) is
+  kept alive and out of the caches' eviction for as long as the step lives.
 - Optimizers with a ``capturable`` option (Adam, AdamW, ...) are switched to ``capturable=True``
   before the first step; learning-rate changes after capture need the scheduler's capturable form
   or a new CapturedStep.
@@ -60,8 +60,8 @@ class CapturedStep:
         optimizer: a ``torch.optim`` optimizer over the model's parameters.
         loss_fn: ``loss_fn(model, *args) -> loss`` (a scalar tensor), traceable without host
             synchronisation (no ``.item()``, no data-dependent Python branches).
-        warmup: eager steps before the capture (at least 1: they build the graphs, schedules and
-            optimizer state the capture then reuses).
+        warmup: eager steps before the capture (at least 1: they build the graphs and optimizer
+            state the capture then reuses).
         enabled: capture at all (default: when the parameters are on a CUDA device).
     """
 

@@ -119,10 +119,15 @@ class Graph:
         if index_dtype not in (None, torch.int32, torch.int64):
             raise TypeError(f"index_dtype must be None, torch.int32 or torch.int64, got {index_dtype}")
         num_src, num_dst = _resolve_size(edge_index, num_nodes)
-        (self.rowptr, self.col, self.eid, self.colptr, self.row, self.csc2csr,
-         self.edge_map) = (build_graph_symint if torch.compiler.is_compiling()
-                           else torch.ops.iognn.build_graph)(
+        compiling = torch.compiler.is_compiling()
+        (self.rowptr, self.col, self.eid, self.colptr, self.row, self.csc2csr, self.edge_map,
+         max_degrees) = (build_graph_symint if compiling else torch.ops.iognn.build_graph)(
             edge_index, num_src, num_dst, int(self.self_loops), index_dtype == torch.int64)
+        # The longest in / out rows, measured by the build (a host tensor: reading it costs no
+        # sync). The CUDA ops take them as hints: a graph without heavy rows runs one launch per
+        # op. A graph built while compiling cannot read them (-1: the ops then plan for any row).
+        self.max_degree_hints: Tuple[int, int] = ((-1, -1) if compiling
+                                                  else tuple(max_degrees.tolist()))
         self.num_src_nodes = num_src
         self.num_dst_nodes = num_dst
         self.num_input_edges = edge_index.size(1)
@@ -227,7 +232,8 @@ class Graph:
 
     @property
     def max_in_degree(self) -> int:
-        return self.stats["max_in_degree"]
+        known = self.max_degree_hints[0]
+        return known if known >= 0 else self.stats["max_in_degree"]
 
     # ---- edge values ------------------------------------------------------------------------
     def augment_edge_values(self, values: Optional[Tensor], fill_value=1.0) -> Optional[Tensor]:

@@ -85,9 +85,9 @@ def test_captured_training_equals_eager_bitwise(kind):
 
 @pytest.mark.cuda
 def test_replays_survive_the_eviction_of_every_cache():
-    """The capture reads cached Graphs, GCN normalisations and row schedules (a hub makes the
-    schedule's tables real); other graphs then push all of them out of the caches (Python entries
-    and C++ schedules): the replays still equal eager training."""
+    """The capture reads cached Graphs and GCN normalisations (a hub makes the captured row
+    schedule plan heavy rows on the device); other graphs then push all of them out of the
+    caches: the replays still equal eager training."""
     (model, opt), (ref, ref_opt) = twins("gcn", "cuda")
     x, edge_index, y, train_idx = problem("cuda")
     hub = torch.randint(0, x.size(0), (3000,), device="cuda")
@@ -98,7 +98,7 @@ def test_replays_survive_the_eviction_of_every_cache():
     losses = [step(*args).clone() for _ in range(3)]  # warm-up, capture, replay
     layer = io_nn.GCNConv(12, 4).cuda()
     gen = torch.Generator(device="cuda").manual_seed(1)  # the default one feeds the dropout
-    for k in range(80):  # > 64 Python entries and > 32 C++ schedules, each with a hub
+    for k in range(80):  # > 64 cached entries, each graph with a hub
         other = torch.randint(0, 300, (2, 2000), device="cuda", generator=gen)
         other[1, :400] = k % 300
         layer(torch.randn(300, 12, device="cuda", generator=gen), other)

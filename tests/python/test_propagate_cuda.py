@@ -85,8 +85,9 @@ def compare_with_cpu(g, F, dtype, reduce, weighted, seed=0, x=None, rtol=None, a
 
 
 def hub_graph(index_dtype=None, seed=0):
-    """300 nodes, 3,000 random edges, node 1 receiving 5,000 edges (3 segments), node 2 receiving
-    300 (one segment) and node 3 receiving 257 (just heavy): every schedule path."""
+    """300 nodes, 3,000 random edges, node 1 receiving 5,000 edges and nodes 2 and 3 receiving 300
+    and 257: heavy rows of many and of a few segments beside light rows (the plan's heavy degree
+    is 78 here: csr_schedule.cuh), every schedule path."""
     gen = torch.Generator().manual_seed(seed)
     parts = [torch.randint(0, 300, (2, 3000), generator=gen)]
     for node, deg in ((1, 5000), (2, 300), (3, 257)):
@@ -193,7 +194,7 @@ def test_gradients_through_the_wrapper(reduce):
         torch.testing.assert_close(a.cpu(), b)
 
 
-# ---- determinism, streams, cached schedules --------------------------------------------------------------
+# ---- determinism, streams, the device schedule ----------------------------------------------
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype,F", [(torch.float32, 64), (torch.float16, 33), (torch.float64, 8)],
                          ids=["f32x64", "f16x33", "f64x8"])
@@ -226,9 +227,9 @@ def test_non_default_stream():
 
 
 @pytest.mark.cuda
-def test_freed_graph_memory_reused_by_another_graph():
-    """Schedules are keyed by pointer: a new graph in the old one's memory must not
-    inherit them (different heavy rows each round, same sizes)."""
+def test_graphs_of_the_same_sizes_in_the_same_memory():
+    """Nothing survives a call: a new graph in a freed one's memory, with the same sizes and
+    other heavy rows, gets its own schedule."""
     for trial in range(3):
         gen = torch.Generator().manual_seed(100 + trial)
         hub = torch.randint(0, 500, (1000 * (trial + 1),), generator=gen)
@@ -249,7 +250,7 @@ def test_in_place_graph_edit_is_seen():
     assert a.num_edges == b.num_edges and a.index_dtype == b.index_dtype
     ac = a.to("cuda")
     x, w, grad = (t.cuda() for t in make_inputs(a, 32, torch.float32, True, gen))
-    run_ops(ac, x, w, grad, "mean")  # caches a's schedule
+    run_ops(ac, x, w, grad, "mean")
     for name in ("rowptr", "col", "colptr", "row", "csc2csr"):
         getattr(ac, name).copy_(getattr(b, name))
     got = run_ops(ac, x, w, grad, "mean")
@@ -258,53 +259,97 @@ def test_in_place_graph_edit_is_seen():
         assert_matches(g_, r, torch.float32, name)
 
 
+def run_hinted(g, x, w, grad, reduce, hints):
+    """The three ops with the degree hints (max_in, max_out) given explicitly."""
+    out = ops.propagate(g.rowptr, g.col, g.colptr, g.row, g.csc2csr, w, x, reduce, None, *hints)
+    gx = ops.propagate_backward_x(g.colptr, g.row, g.csc2csr, g.rowptr, w, grad, reduce, hints[1])
+    gw = ops.propagate_backward_weight(g.rowptr, g.col, grad, x, reduce, hints[0])
+    return out, gx, gw
+
+
 @pytest.mark.cuda
-def test_capture_before_the_schedule_is_cached():
-    """A CUDA-graph capture of an op on a graph whose schedule is not cached yet runs with the
-    empty schedule (nothing may synchronise while capturing); the replay equals eager."""
+def test_capture_of_a_hub_graph_replays_the_eager_result():
+    """The heavy-row schedule is planned on the device inside each call, so a capture runs the
+    same kernels as eager (nothing synchronises, nothing is cached) and replays equal it."""
     gc = hub_graph(seed=16).to("cuda")
-    x = torch.randn(gc.num_src_nodes, 64, device="cuda")
+    gen = torch.Generator().manual_seed(16)
+    x, w, grad = (t.cuda() for t in make_inputs(gc, 64, torch.float32, True, gen))
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=side):
-        out = ops.propagate(gc.rowptr, gc.col, gc.colptr, gc.row, gc.csc2csr, None, x, "mean")
-    x.copy_(torch.randn_like(x))
-    graph.replay()
-    torch.cuda.synchronize()
-    ref = ops.propagate(gc.rowptr, gc.col, gc.colptr, gc.row, gc.csc2csr, None, x, "mean")
-    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
+        captured = run_ops(gc, x, w, grad, "mean")
+    for _ in range(2):
+        x.copy_(torch.randn_like(x))
+        grad.copy_(torch.randn_like(grad))
+        graph.replay()
+        torch.cuda.synchronize()
+        for a, b in zip(captured, run_ops(gc, x, w, grad, "mean")):
+            assert torch.equal(a, b)
 
 
 @pytest.mark.cuda
-def test_graph_built_on_the_device_needs_no_schedule_readback():
-    """The device build reports the longest rows, so a graph without heavy rows (the usual
-    sampled block) goes to its first forward and backward without a host sync; a graph with a
-    heavy row still reads its schedule back once (which the sync detector sees)."""
+@pytest.mark.parametrize("heavy", [False, True], ids=["light", "hub"])
+def test_no_call_synchronises(heavy):
+    """Forward and backward of a device-built graph, with or without heavy rows, never wait for
+    the device (the sync detector raises on any synchronisation)."""
     gen = torch.Generator().manual_seed(17)
-    light = torch.randint(0, 3000, (2, 20000), generator=gen).cuda()
-    heavy = torch.cat([light, torch.stack([torch.arange(400), torch.zeros(400, dtype=torch.long)]
-                                          ).cuda()], 1)
-    for edge_index, syncs in ((light, False), (heavy, True)):
-        g = iognn.Graph(edge_index, 3000)
-        x = torch.randn(3000, 16, device="cuda", requires_grad=True)
+    edge_index = torch.randint(0, 3000, (2, 20000), generator=gen)
+    if heavy:
+        hub = torch.stack([torch.arange(3000), torch.zeros(3000, dtype=torch.long)])
+        edge_index = torch.cat([edge_index, hub, hub.flip(0)], 1)
+    g = iognn.Graph(edge_index.cuda(), 3000)
+    x = torch.randn(3000, 16, device="cuda", requires_grad=True)
+    w = torch.rand(g.num_edges, device="cuda", requires_grad=True)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        out = propagate(g, x, w, "mean")
+        out.backward(torch.ones_like(out))
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    gh = g.to("cpu")
+    xr = x.detach().cpu().double().requires_grad_()
+    wr = w.detach().cpu().double().requires_grad_()
+    ref = propagate(gh, xr, wr, "mean")
+    ref.backward(torch.ones_like(ref))
+    assert_matches(out, ref.detach(), torch.float32, "out")
+    assert_matches(x.grad, xr.grad, torch.float32, "grad_x")
+    assert_matches(w.grad, wr.grad, torch.float32, "grad_w")
+
+
+def kernels_of(fn):
+    """CUDA kernels (memsets included) that fn runs."""
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
+        fn()
         torch.cuda.synchronize()
-        torch.cuda.set_sync_debug_mode("error")
-        try:
-            if syncs:
-                with pytest.raises(RuntimeError, match="synchroniz"):
-                    ops.propagate(g.rowptr, g.col, g.colptr, g.row, g.csc2csr, None, x, "sum")
-            else:
-                out = ops.propagate(g.rowptr, g.col, g.colptr, g.row, g.csc2csr, None, x, "sum")
-                out.backward(torch.ones_like(out))
-        finally:
-            torch.cuda.set_sync_debug_mode(0)
-        if not syncs:
-            ref = ops.propagate(g.rowptr.cpu(), g.col.cpu(), g.colptr.cpu(), g.row.cpu(),
-                                g.csc2csr.cpu(), None, x.detach().cpu(), "sum")
-            torch.testing.assert_close(out.cpu(), ref)
-            torch.testing.assert_close(x.grad.cpu(), torch.bincount(
-                edge_index[0].cpu(), minlength=3000).float()[:, None].expand(-1, 16))
+    return sum(e.device_type == torch.autograd.DeviceType.CUDA for e in prof.events())
+
+
+@pytest.mark.cuda
+def test_degree_hints_decide_the_heavy_passes():
+    """A graph without heavy rows runs each op as one kernel once its longest rows are known
+    (the Graph's hints); unknown hints (-1) plan for heavy rows; hints below the true longest row
+    still give the exact result (heavy rows then take the light path)."""
+    gen = torch.Generator().manual_seed(18)
+    light = iognn.Graph(torch.randint(0, 2000, (2, 40000), generator=gen).cuda(), 2000)
+    assert light.max_degree_hints == tuple(
+        int(light.degree(d).max()) for d in ("in", "out"))
+    x, w, grad = (t.cuda() for t in make_inputs(light, 32, torch.float32, True, gen))
+    assert kernels_of(lambda: run_hinted(light, x, w, grad, "sum", light.max_degree_hints)) == 3
+    assert kernels_of(lambda: run_hinted(light, x, w, grad, "sum", (-1, -1))) > 3
+    hub = hub_graph(seed=18).to("cuda")
+    x, w, grad = (t.cuda() for t in make_inputs(hub, 32, torch.float32, True, gen))
+    exact = run_hinted(hub, x, w, grad, "mean", (-1, -1))
+    for hints in (hub.max_degree_hints, (1, 1)):
+        ref = run_ops(hub.to("cpu"), x.cpu().double(), w.cpu().double(), grad.cpu().double(),
+                      "mean")
+        for name, got, r in zip(("out", "grad_x", "grad_w"),
+                                run_hinted(hub, x, w, grad, "mean", hints), ref):
+            assert_matches(got, r, torch.float32, name)
+    for a, b in zip(exact, run_hinted(hub, x, w, grad, "mean", hub.max_degree_hints)):
+        assert torch.equal(a, b)
 
 
 # ---- registration and errors ------------------------------------------------------------------
@@ -361,3 +406,23 @@ def test_sanitizer_empty_and_isolated():
     for name, edge_index, size in GRAPH_CASES:
         if name in ("empty", "no_nodes", "isolated", "bipartite_wide"):
             compare_with_cpu(iognn.Graph(edge_index, size), 8, torch.float32, "sum", weighted=True)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_light_rows_equal_the_host_op_bit_for_bit(reduce):
+    """Light rows are summed in CSR order with every product rounded on its own, as the host
+    kernels do (built with -ffp-contract=off): a fused multiply-add on either side breaks this."""
+    g = light_graph(seed=19)
+    gen = torch.Generator().manual_seed(19)
+    x, w, grad = make_inputs(g, 32, torch.float32, True, gen)
+    bias = make_bias(32, torch.float32, gen)
+    gc = g.to("cuda")
+    got = ops.propagate(gc.rowptr, gc.col, gc.colptr, gc.row, gc.csc2csr, w.cuda(), x.cuda(),
+                        reduce, bias.cuda(), *gc.max_degree_hints)
+    got_x = ops.propagate_backward_x(gc.colptr, gc.row, gc.csc2csr, gc.rowptr, w.cuda(),
+                                     grad.cuda(), reduce, gc.max_degree_hints[1])
+    assert torch.equal(got.cpu(), ops.propagate(g.rowptr, g.col, g.colptr, g.row, g.csc2csr, w, x,
+                                                reduce, bias))
+    assert torch.equal(got_x.cpu(), ops.propagate_backward_x(g.colptr, g.row, g.csc2csr, g.rowptr,
+                                                             w, grad, reduce))

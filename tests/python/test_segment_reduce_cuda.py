@@ -267,7 +267,7 @@ def test_int32_and_int64_graphs_agree_bitwise(reduces):
 def test_more_heavy_rows_than_merge_blocks():
     # 2,500 destinations of in-degree 300 and 2,500 sources of out-degree 300 among 600k nodes
     # (1.5M edges): each is a heavy row of the schedule in fp64 (its threshold is 182 here, forward
-    # and backward: segment_reduce_schedule.cuh), and 2,500 rows are more than the slot-table and
+    # and backward: csr_schedule.cuh), and 2,500 rows are more than the slot-table and
     # merge grids have blocks (two waves of resident blocks: 2,112 / 1,056 on an H100), so their
     # blocks stride over several rows.
     n, heavy, deg, F = 600_000, 2_500, 300, 32

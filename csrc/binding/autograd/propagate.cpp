@@ -25,32 +25,35 @@ using Optional = std::optional<at::Tensor>;
 
 at::Tensor call_propagate(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& colptr,
                           const at::Tensor& row, const at::Tensor& csc2csr, const Optional& weight,
-                          const at::Tensor& x, c10::string_view reduce, const Optional& bias) {
-  static const auto op = typed_op<at::Tensor(const at::Tensor&, const at::Tensor&,
-                                             const at::Tensor&, const at::Tensor&,
-                                             const at::Tensor&, const Optional&, const at::Tensor&,
-                                             c10::string_view, const Optional&)>("propagate");
-  return op.call(rowptr, col, colptr, row, csc2csr, weight, x, reduce, bias);
+                          const at::Tensor& x, c10::string_view reduce, const Optional& bias,
+                          int64_t max_in_degree, int64_t max_out_degree) {
+  static const auto op = typed_op<at::Tensor(
+      const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+      const Optional&, const at::Tensor&, c10::string_view, const Optional&, int64_t, int64_t)>(
+      "propagate");
+  return op.call(rowptr, col, colptr, row, csc2csr, weight, x, reduce, bias, max_in_degree,
+                 max_out_degree);
 }
 
 at::Tensor call_backward_x(const at::Tensor& colptr, const at::Tensor& row,
                            const at::Tensor& csc2csr, const at::Tensor& rowptr,
                            const Optional& weight, const at::Tensor& grad_out,
-                           c10::string_view reduce) {
+                           c10::string_view reduce, int64_t max_out_degree) {
   static const auto op = typed_op<at::Tensor(const at::Tensor&, const at::Tensor&,
                                              const at::Tensor&, const at::Tensor&, const Optional&,
-                                             const at::Tensor&, c10::string_view)>(
+                                             const at::Tensor&, c10::string_view, int64_t)>(
       "propagate_backward_x");
-  return op.call(colptr, row, csc2csr, rowptr, weight, grad_out, reduce);
+  return op.call(colptr, row, csc2csr, rowptr, weight, grad_out, reduce, max_out_degree);
 }
 
 at::Tensor call_backward_weight(const at::Tensor& rowptr, const at::Tensor& col,
                                 const at::Tensor& grad_out, const at::Tensor& x,
-                                c10::string_view reduce) {
+                                c10::string_view reduce, int64_t max_in_degree) {
   static const auto op = typed_op<at::Tensor(const at::Tensor&, const at::Tensor&,
                                              const at::Tensor&, const at::Tensor&,
-                                             c10::string_view)>("propagate_backward_weight");
-  return op.call(rowptr, col, grad_out, x, reduce);
+                                             c10::string_view, int64_t)>(
+      "propagate_backward_weight");
+  return op.call(rowptr, col, grad_out, x, reduce, max_in_degree);
 }
 
 class PropagateFunction : public torch::autograd::Function<PropagateFunction> {
@@ -58,11 +61,13 @@ class PropagateFunction : public torch::autograd::Function<PropagateFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& rowptr, const at::Tensor& col,
                             const at::Tensor& colptr, const at::Tensor& row,
                             const at::Tensor& csc2csr, const Optional& weight,
-                            const at::Tensor& x, c10::string_view reduce, const Optional& bias) {
+                            const at::Tensor& x, c10::string_view reduce, const Optional& bias,
+                            int64_t max_in_degree, int64_t max_out_degree) {
     at::Tensor out;
     {
       at::AutoDispatchBelowADInplaceOrView guard;
-      out = call_propagate(rowptr, col, colptr, row, csc2csr, weight, x, reduce, bias);
+      out = call_propagate(rowptr, col, colptr, row, csc2csr, weight, x, reduce, bias,
+                           max_in_degree, max_out_degree);
     }
     // Autograd edges exist for the tensor arguments that are present, in argument order.
     const at::Tensor w = value_or_undefined(weight);
@@ -71,6 +76,8 @@ class PropagateFunction : public torch::autograd::Function<PropagateFunction> {
     ctx->saved_data["reduce"] = std::string(reduce);
     ctx->saved_data["x_edge"] = x_edge;
     ctx->saved_data["has_bias"] = value_or_undefined(bias).defined();
+    ctx->saved_data["max_in_degree"] = max_in_degree;
+    ctx->saved_data["max_out_degree"] = max_out_degree;
     ctx->save_for_backward({rowptr, col, colptr, row, csc2csr, w, keep_x ? x : at::Tensor()});
     return out;
   }
@@ -84,22 +91,26 @@ class PropagateFunction : public torch::autograd::Function<PropagateFunction> {
     const at::Tensor grad_out = grads[0].contiguous();
     at::Tensor grad_x, grad_weight, grad_bias;
     if (ctx->needs_input_grad(x_edge))
-      grad_x = call_backward_x(colptr, row, csc2csr, rowptr, optional_of(weight), grad_out, reduce);
+      grad_x = call_backward_x(colptr, row, csc2csr, rowptr, optional_of(weight), grad_out, reduce,
+                               ctx->saved_data["max_out_degree"].toInt());
     if (weight.defined() && ctx->needs_input_grad(5))
-      grad_weight = call_backward_weight(rowptr, col, grad_out, x, reduce);
+      grad_weight = call_backward_weight(rowptr, col, grad_out, x, reduce,
+                                         ctx->saved_data["max_in_degree"].toInt());
     // The bias, when given, is the last tensor argument (edge x_edge + 1).
     if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(x_edge + 1))
       grad_bias = column_sum(grad_out);
-    return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
-            grad_weight,  grad_x,       at::Tensor(), grad_bias};
+    return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), grad_weight,
+            grad_x,       at::Tensor(), grad_bias,    at::Tensor(), at::Tensor()};
   }
 };
 
 at::Tensor propagate_autograd(const at::Tensor& rowptr, const at::Tensor& col,
                               const at::Tensor& colptr, const at::Tensor& row,
                               const at::Tensor& csc2csr, const Optional& weight,
-                              const at::Tensor& x, c10::string_view reduce, const Optional& bias) {
-  return PropagateFunction::apply(rowptr, col, colptr, row, csc2csr, weight, x, reduce, bias);
+                              const at::Tensor& x, c10::string_view reduce, const Optional& bias,
+                              int64_t max_in_degree, int64_t max_out_degree) {
+  return PropagateFunction::apply(rowptr, col, colptr, row, csc2csr, weight, x, reduce, bias,
+                                  max_in_degree, max_out_degree);
 }
 
 }  // namespace

@@ -31,48 +31,56 @@ using Outputs = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>;
 
 Outputs call_segment_reduce(const Tensor& rowptr, const Tensor& col, const Tensor& colptr,
                             const Tensor& row, const Tensor& csc2csr, const Tensor& x,
-                            const Names& reduces, const Optional& scale) {
+                            const Names& reduces, const Optional& scale, int64_t max_in_degree,
+                            int64_t max_out_degree) {
   static const auto op =
       typed_op<Outputs(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                       const Tensor&, Names, const Optional&)>("segment_reduce");
-  return op.call(rowptr, col, colptr, row, csc2csr, x, reduces, scale);
+                       const Tensor&, Names, const Optional&, int64_t, int64_t)>(
+          "segment_reduce");
+  return op.call(rowptr, col, colptr, row, csc2csr, x, reduces, scale, max_in_degree,
+                 max_out_degree);
 }
 
 Tensor call_backward(const Tensor& colptr, const Tensor& row, const Tensor& csc2csr,
                      const Tensor& rowptr, const Tensor& x, const Tensor& results,
                      const Tensor& ties, const Tensor& wide, const Tensor& mean,
-                     const Tensor& grad_out, const Names& reduces, const Optional& scale) {
+                     const Tensor& grad_out, const Names& reduces, const Optional& scale,
+                     int64_t max_out_degree) {
   static const auto op = typed_op<Tensor(
       const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-      const Tensor&, const Tensor&, const Tensor&, const Tensor&, Names, const Optional&)>(
-      "segment_reduce_backward");
+      const Tensor&, const Tensor&, const Tensor&, const Tensor&, Names, const Optional&,
+      int64_t)>("segment_reduce_backward");
   return op.call(colptr, row, csc2csr, rowptr, x, results, ties, wide, mean, grad_out, reduces,
-                 scale);
+                 scale, max_out_degree);
 }
 
 class SegmentReduceFunction : public torch::autograd::Function<SegmentReduceFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, const Tensor& rowptr, const Tensor& col,
                                const Tensor& colptr, const Tensor& row, const Tensor& csc2csr,
-                               const Tensor& x, const Names& reduces, const Optional& scale) {
+                               const Tensor& x, const Names& reduces, const Optional& scale,
+                               int64_t max_in_degree, int64_t max_out_degree) {
     Outputs outputs;
     {
       at::AutoDispatchBelowADInplaceOrView guard;
-      outputs = call_segment_reduce(rowptr, col, colptr, row, csc2csr, x, reduces, scale);
+      outputs = call_segment_reduce(rowptr, col, colptr, row, csc2csr, x, reduces, scale,
+                                    max_in_degree, max_out_degree);
     }
     auto& [out, ties, wide, mean, plain] = outputs;
     const Tensor s = value_or_undefined(scale);
     ctx->mark_non_differentiable({ties, wide, mean, plain});
     ctx->set_materialize_grads(false);
     ctx->saved_data["reduces"] = reduces;
+    ctx->saved_data["max_out_degree"] = max_out_degree;
     ctx->save_for_backward(
         {rowptr, colptr, row, csc2csr, x, s.defined() ? plain : out, ties, wide, mean, s});
     return {out, ties, wide, mean, plain};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    // Edges: rowptr, col, colptr, row, csc2csr, x (5), scale (6) when given.
-    variable_list result(8);
+    // Edges: rowptr, col, colptr, row, csc2csr, x (5), scale (6) when given; the gradient list
+    // has one entry per argument (reduces, scale and the two degree hints after x).
+    variable_list result(10);
     if (!grads[0].defined()) return result;
     const auto saved = ctx->get_saved_variables();
     const Tensor &rowptr = saved[0], &colptr = saved[1], &row = saved[2], &csc2csr = saved[3],
@@ -82,7 +90,8 @@ class SegmentReduceFunction : public torch::autograd::Function<SegmentReduceFunc
     const Tensor grad_out = grads[0].contiguous();
     if (ctx->needs_input_grad(5))
       result[5] = call_backward(colptr, row, csc2csr, rowptr, x, results, ties, wide, mean,
-                                grad_out, reduces, optional_of(scale));
+                                grad_out, reduces, optional_of(scale),
+                                ctx->saved_data["max_out_degree"].toInt());
     if (scale.defined() && ctx->needs_input_grad(6)) {
       // Symbolic sizes under torch.compile.
       const c10::SymInt num_dst = scale.sym_size(0), num_scales = scale.sym_size(1),
@@ -97,9 +106,11 @@ class SegmentReduceFunction : public torch::autograd::Function<SegmentReduceFunc
 
 Outputs segment_reduce_autograd(const Tensor& rowptr, const Tensor& col, const Tensor& colptr,
                                 const Tensor& row, const Tensor& csc2csr, const Tensor& x,
-                                Names reduces, const Optional& scale) {
-  const variable_list out =
-      SegmentReduceFunction::apply(rowptr, col, colptr, row, csc2csr, x, reduces, scale);
+                                Names reduces, const Optional& scale, int64_t max_in_degree,
+                                int64_t max_out_degree) {
+  const variable_list out = SegmentReduceFunction::apply(rowptr, col, colptr, row, csc2csr, x,
+                                                         reduces, scale, max_in_degree,
+                                                         max_out_degree);
   return {out[0], out[1], out[2], out[3], out[4]};
 }
 

@@ -2,14 +2,13 @@
 // stream of edge_index's device, with outputs and scratch from PyTorch's caching allocator. The
 // outputs are allocated for the capacity (E' as if the input had no self-loops) before the build
 // and narrowed to the true E' after its single synchronisation, so a build is one kernel launch
-// and one sync.
+// and one sync. The longest rows come back with the sizes (the ops' schedule hints).
 // graph_stats stays CPU-only: Graph.stats passes it host copies of the offset vectors.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
-#include "binding/cuda/propagate_schedule.h"
 #include "binding/graph_build.h"
 #include "binding/utils.h"
 #include "core/graph_cuda.h"
@@ -22,7 +21,7 @@ at::Tensor device_workspace(size_t bytes, const at::Tensor& edge_index) {
   return at::empty({int64_t(bytes)}, edge_index.options().dtype(at::kByte));
 }
 
-GraphTensors build_graph_cuda(const at::Tensor& edge_index, int64_t num_src, int64_t num_dst,
+BuildGraphOutputs build_graph_cuda(const at::Tensor& edge_index, int64_t num_src, int64_t num_dst,
                               int64_t self_loops, bool force_int64) {
   const SelfLoops mode = check_build_graph_args(edge_index, self_loops);
   const c10::cuda::CUDAGuard device_guard(edge_index.device());
@@ -51,11 +50,7 @@ GraphTensors build_graph_cuda(const at::Tensor& edge_index, int64_t num_src, int
   if (graph_index_dtype(sz, force_int64) != index_dtype)
     for (at::Tensor* t : {&rowptr, &col, &eid, &colptr, &row, &csc2csr, &edge_map})
       *t = t->to(at::kInt);
-  // The propagate kernels' row schedule needs the longest row: known now, so a graph without
-  // heavy rows is never read back again (rowptr serves the forward, colptr the backward).
-  cuda_schedule::note_max_degree(rowptr, sz.num_edges, degrees.max_in);
-  cuda_schedule::note_max_degree(colptr, sz.num_edges, degrees.max_out);
-  return out;
+  return with_max_degrees(std::move(out), degrees.max_in, degrees.max_out);
 }
 
 }  // namespace

@@ -29,7 +29,8 @@ SegmentReduceOutputs segment_reduce_cuda(const at::Tensor& rowptr, const at::Ten
                                          const at::Tensor& colptr, const at::Tensor& row,
                                          const at::Tensor& csc2csr, const at::Tensor& x_in,
                                          std::vector<std::string> reduce_names,
-                                         const std::optional<at::Tensor>& scale_in) {
+                                         const std::optional<at::Tensor>& scale_in,
+                                         int64_t max_in_degree, int64_t) {
   constexpr const char* op = "iognn::segment_reduce";
   const SegmentReduceCall call =
       check_segment_reduce(op, rowptr, col, colptr, row, csc2csr, x_in, reduce_names, scale_in);
@@ -43,13 +44,14 @@ SegmentReduceOutputs segment_reduce_cuda(const at::Tensor& rowptr, const at::Ten
   dispatch_float(x.scalar_type(), op, [&](auto ft) {
     using T = typename decltype(ft)::type;
     const at::Tensor ws = workspace_like(
-        cuda::segment_reduce_forward_workspace<T>(call.num_dst, num_edges, call.F), x);
+        cuda::segment_reduce_forward_workspace<T>(call.num_dst, num_edges, max_in_degree, call.F),
+        x);
     dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
       using I = typename decltype(it)::type;
       translate_errors([&] {
         cuda::segment_reduce_forward<T, I>(
             cptr<I>(rowptr), cptr<I>(col), cptr<T>(x), x.stride(0), call.num_dst, num_edges,
-            call.F, call.reduces, ptr<T>(out), tie_arrays(call, ties, wide),
+            max_in_degree, call.F, call.reduces, ptr<T>(out), tie_arrays(call, ties, wide),
             call.want_mean ? ptr<acc_t<T>>(mean) : nullptr, degree_scales<T>(scale, plain),
             ws.data_ptr(), size_t(ws.numel()), stream);
       });
@@ -64,7 +66,8 @@ at::Tensor segment_reduce_backward_cuda(const at::Tensor& colptr, const at::Tens
                                         const at::Tensor& ties_in, const at::Tensor& wide_in,
                                         const at::Tensor& mean_in, const at::Tensor& grad_out_in,
                                         std::vector<std::string> reduce_names,
-                                        const std::optional<at::Tensor>& scale) {
+                                        const std::optional<at::Tensor>& scale,
+                                        int64_t max_out_degree) {
   constexpr const char* op = "iognn::segment_reduce_backward";
   const SegmentReduceCall call =
       check_segment_reduce_backward(op, colptr, row, csc2csr, rowptr, x_in, out_in, ties_in,
@@ -86,8 +89,8 @@ at::Tensor segment_reduce_backward_cuda(const at::Tensor& colptr, const at::Tens
       t.grad_out = folded;
     }
     const at::Tensor ws = workspace_like(
-        cuda::segment_reduce_backward_workspace<T>(call.num_src, call.num_dst, num_edges, call.F,
-                                                   call.reduces),
+        cuda::segment_reduce_backward_workspace<T>(call.num_src, call.num_dst, num_edges,
+                                                   max_out_degree, call.F, call.reduces),
         t.x);
     const auto [mean, mean_stride] = t.mean_rows<T>(call);
     dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
@@ -96,7 +99,8 @@ at::Tensor segment_reduce_backward_cuda(const at::Tensor& colptr, const at::Tens
         cuda::segment_reduce_backward<T, I>(
             cptr<I>(colptr), cptr<I>(row), cptr<I>(csc2csr), cptr<I>(rowptr), cptr<T>(t.x),
             t.x.stride(0), cptr<T>(t.out), tie_view(call, t.ties, t.wide), mean, mean_stride,
-            cptr<T>(t.grad_out), call.num_src, call.num_dst, num_edges, call.F, call.reduces,
+            cptr<T>(t.grad_out), call.num_src, call.num_dst, num_edges, max_out_degree, call.F,
+            call.reduces,
             ptr<T>(t.grad_x), ws.data_ptr(), size_t(ws.numel()), stream);
       });
     });

@@ -1,5 +1,7 @@
 // Shared helpers of the CUDA kernels: the core's error checks (core/cuda_check.h), conversions
-// between the core storage types and their accumulation type, and 16-byte vector loads/stores.
+// between the core storage types and their accumulation type, products the compiler may not fuse
+// into FMAs (so that light rows round as the host kernels do), and the packed (1- to 16-byte)
+// loads and stores every CUDA family uses.
 //
 // Storage types are the core's (float, double, half_t, bf16_t: see core/numeric.h); half_t and bf16_t
 // are bit-compatible with __half and __nv_bfloat16, so device code converts them with the hardware
@@ -11,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "core/cuda_check.h"
 #include "core/error.h"
@@ -41,55 +44,77 @@ __device__ __forceinline__ bf16_t from_acc<bf16_t>(float v) {
   return bf16_t{__bfloat16_as_ushort(__float2bfloat16_rn(v))};
 }
 
+// a * b rounded on its own (never fused with a following add), as the host computes it.
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+
 // ---- vector access --------------------------------------------------------------------------
 // kVec<T>: elements of T in one 16-byte access (4 float, 2 double, 8 half/bf16).
 template <typename T>
 inline constexpr int kVec = int(16 / sizeof(T));
 
-// Raw<T, N>: the registers holding N consecutive elements of T as loaded from memory, before
-// conversion. N == 1 is a single element; N == kVec<T> is one 16-byte vector (uint4).
-template <typename T, int N>
-struct Raw {
-  static_assert(N == 1 || N == kVec<T>, "Raw holds one element or one 16-byte vector");
-  union {
-    uint4 vec;
-    T elem[kVec<T>];
-  };
+// VEC consecutive elements of T handled by one lane; sizeof(Pack) is 1, 2, 4, 8 or 16 bytes and the
+// address must be aligned to it (the host only picks VEC > 1 after checking pointers and strides).
+template <typename T, int VEC>
+struct Pack {
+  T v[VEC];
 };
 
-// Loads N consecutive elements at p through the read-only cache. For N > 1, p must be 16-byte
-// aligned (the launchers check this before choosing a vector width).
-template <typename T, int N>
-__device__ __forceinline__ Raw<T, N> load_raw(const T* p) {
-  Raw<T, N> r;
-  if constexpr (N == 1) {
-    if constexpr (sizeof(T) == 2) {
-      r.elem[0].bits = __ldg(reinterpret_cast<const unsigned short*>(p));
-    } else {
-      r.elem[0] = __ldg(p);
-    }
-  } else {
-    r.vec = __ldg(reinterpret_cast<const uint4*>(p));
-  }
-  return r;
+template <int BYTES>
+struct PackWord;
+template <>
+struct PackWord<1> {
+  using type = unsigned char;
+};
+template <>
+struct PackWord<2> {
+  using type = unsigned short;
+};
+template <>
+struct PackWord<4> {
+  using type = unsigned int;
+};
+template <>
+struct PackWord<8> {
+  using type = uint2;
+};
+template <>
+struct PackWord<16> {
+  using type = uint4;
+};
+
+// Read-only (non-coherent cache) load of one pack.
+template <typename T, int VEC>
+__device__ __forceinline__ Pack<T, VEC> load_pack(const T* p) {
+  using Word = typename PackWord<sizeof(T) * VEC>::type;
+  const Word w = __ldg(reinterpret_cast<const Word*>(p));
+  Pack<T, VEC> out;
+  std::memcpy(&out, &w, sizeof out);
+  return out;
 }
 
-template <typename T, int N>
-__device__ __forceinline__ acc_t<T> raw_at(const Raw<T, N>& r, int k) {
-  return to_acc(r.elem[k]);
+// One pack as the machine word that stores it.
+template <typename T, int VEC>
+__device__ __forceinline__ typename PackWord<sizeof(T) * VEC>::type pack_word(
+    const Pack<T, VEC>& v) {
+  typename PackWord<sizeof(T) * VEC>::type w;
+  std::memcpy(&w, &v, sizeof w);
+  return w;
 }
 
-// Stores N accumulator values at p converted to T (one 16-byte store for N > 1; p aligned).
-template <typename T, int N>
-__device__ __forceinline__ void store_acc(T* p, const acc_t<T> (&v)[N]) {
-  if constexpr (N == 1) {
-    *p = from_acc<T>(v[0]);
-  } else {
-    Raw<T, N> r;
-#pragma unroll
-    for (int k = 0; k < N; ++k) r.elem[k] = from_acc<T>(v[k]);
-    *reinterpret_cast<uint4*>(p) = r.vec;
-  }
+template <typename T, int VEC>
+__device__ __forceinline__ void store_pack(T* p, const Pack<T, VEC>& v) {
+  using Word = typename PackWord<sizeof(T) * VEC>::type;
+  *reinterpret_cast<Word*>(p) = pack_word(v);
+}
+
+// A store of results this kernel never reads back (outputs, the backward's partial sums), marked
+// evict-first (st.global.cs) so that its lines do not push out of L2 the gathered rows that other
+// edges read again (hub rows of power-law graphs).
+template <typename T, int VEC>
+__device__ __forceinline__ void stream_pack(T* p, const Pack<T, VEC>& v) {
+  using Word = typename PackWord<sizeof(T) * VEC>::type;
+  __stcs(reinterpret_cast<Word*>(p), pack_word(v));
 }
 
 inline bool is_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

@@ -8,7 +8,7 @@
 // Results are bit-identical run to run (no float atomics); sums may differ from the host kernels in
 // the last bits for rows split over several segments (a different, but fixed, summation order).
 //
-// Degree-aware schedule (segment_reduce_schedule.cuh): rows of degree <= a heavy threshold are
+// Degree-aware schedule (csr_schedule.cuh): rows of degree <= a heavy threshold are
 // reduced by one group of lanes each (lanes over features); heavier rows are cut into fixed-length
 // edge segments reduced in parallel into a workspace and merged in segment order by a second pass.
 // The workspace is caller-provided (the binding allocates it with the caching allocator): query its
@@ -34,8 +34,11 @@ using cpu::Ties;
 using cpu::TiesView;
 
 // Workspace bytes of segment_reduce_forward for num_dst rows, num_edges = col's length, F features.
+// max_degree: the longest row when the caller knows it (a Graph does), else -1; the forward must be
+// called with the same value (with no heavy row the schedule is one kernel: csr_schedule.cuh).
 template <typename T>
-size_t segment_reduce_forward_workspace(int64_t num_dst, int64_t num_edges, int64_t F);
+size_t segment_reduce_forward_workspace(int64_t num_dst, int64_t num_edges, int64_t max_degree,
+                                        int64_t F);
 
 // Forward: x [num_src, F] with row stride x_stride (feature stride 1); out [num_dst, K*F]
 // contiguous ([num_dst, S*K*F] with degree scalers, the unscaled results in scales.plain: the
@@ -43,7 +46,7 @@ size_t segment_reduce_forward_workspace(int64_t num_dst, int64_t num_edges, int6
 // only where saturated); mean [num_dst, F] written when var or std is requested (else nullptr).
 template <typename T, typename index_t>
 void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* x, int64_t x_stride,
-                            int64_t num_dst, int64_t num_edges, int64_t F,
+                            int64_t num_dst, int64_t num_edges, int64_t max_degree, int64_t F,
                             const std::vector<SegmentReduce>& reduces, T* out, Ties ties,
                             acc_t<T>* mean, DegreeScales<T> scales, void* workspace,
                             size_t workspace_bytes, cudaStream_t stream);
@@ -51,10 +54,11 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
 // Workspace bytes of segment_reduce_backward: the per-destination gradient coefficients (when the
 // reductions need them: var / std, or sum and mean together), the linear part of grad_x in acc
 // precision between the two passes (min / max with other reductions, T narrower than acc:
-// num_src * F * 4 bytes) and the heavy-source schedule.
+// num_src * F * 4 bytes) and the heavy-source schedule (max_degree: colptr's longest row, or -1).
 template <typename T>
 size_t segment_reduce_backward_workspace(int64_t num_src, int64_t num_dst, int64_t num_edges,
-                                         int64_t F, const std::vector<SegmentReduce>& reduces);
+                                         int64_t max_degree, int64_t F,
+                                         const std::vector<SegmentReduce>& reduces);
 
 // Backward: grad_x [num_src, F] (contiguous), gathered over the transposed CSR (colptr, row;
 // csc2csr: each transposed edge's CSR position) with the host kernel's formulas; out, ties, mean
@@ -72,7 +76,7 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
                              const index_t* rowptr, const T* x, int64_t x_stride, const T* out,
                              TiesView ties, const acc_t<T>* mean, int64_t mean_stride,
                              const T* grad_out, int64_t num_src, int64_t num_dst,
-                             int64_t num_edges, int64_t F,
+                             int64_t num_edges, int64_t max_degree, int64_t F,
                              const std::vector<SegmentReduce>& reduces, T* grad_x,
                              void* workspace, size_t workspace_bytes, cudaStream_t stream);
 

@@ -11,7 +11,7 @@
 #include "kernels/cpu/segment_extremum.h"
 #include "kernels/cuda/segment_reduce.h"
 #include "kernels/cuda/segment_reduce_common.cuh"
-#include "kernels/cuda/segment_reduce_schedule.cuh"
+#include "kernels/cuda/csr_schedule.cuh"
 
 namespace iognn::cuda {
 namespace sr {
@@ -261,6 +261,7 @@ struct BackwardOp {
   // uniform:1000000:16, backward: fp32 min 5.71 -> 4.83 ms, min+max 9.84 -> 8.32 ms; in the
   // linear pass tiles cost more than they saved (fp32 sum 4.41 -> 4.58 ms).
   static constexpr int kMinBlocks = kExtrema ? 4 : 3;
+  static constexpr bool kWholeRow = false, kMerges = true;  // (csr_schedule.cuh)
   static constexpr bool kTiledIndices = kExtrema;
   template <int VEC>  // one lane's VEC consecutive features
   struct State {
@@ -575,28 +576,29 @@ struct BackwardOp {
 };
 
 template <typename T>
-HeavyPlan backward_plan(int64_t num_src, int64_t num_edges, int64_t F) {
+HeavyPlan backward_plan(int64_t num_src, int64_t num_edges, int64_t max_degree, int64_t F) {
   return make_heavy_plan(num_src, num_edges, backward_slot_bytes<T>(F),
-                         size_t(F) * sizeof(acc_t<T>));
+                         size_t(F) * sizeof(acc_t<T>), max_degree);
 }
 
 }  // namespace sr
 
 template <typename T>
 size_t segment_reduce_backward_workspace(int64_t num_src, int64_t num_dst, int64_t num_edges,
-                                         int64_t F, const std::vector<SegmentReduce>& reduces) {
-  return sr::align_up(sr::backward_table<T>(num_src, num_dst, F, reduces).bytes, 256) +
-         sr::backward_plan<T>(num_src, num_edges, F).bytes;
+                                         int64_t max_degree, int64_t F,
+                                         const std::vector<SegmentReduce>& reduces) {
+  return align_up(sr::backward_table<T>(num_src, num_dst, F, reduces).bytes, 256) +
+         sr::backward_plan<T>(num_src, num_edges, max_degree, F).bytes;
 }
 
 template <typename T>
 void segment_reduce_fold_scales(const T* grad_out, const T* scale, int64_t num_dst,
                                 int64_t num_scales, int64_t KF, T* g, cudaStream_t stream) {
   if (num_dst <= 0 || KF <= 0) return;
-  const int64_t blocks = std::min<int64_t>(sr::ceil_div(num_dst * KF, 256), 65536);
+  const int64_t blocks = std::min<int64_t>(ceil_div(num_dst * KF, 256), 65536);
   sr::fold_scales_kernel<T><<<unsigned(blocks), 256, 0, stream>>>(grad_out, scale, num_dst,
                                                                    num_scales, KF, g);
-  sr::check_launch("segment_reduce fold scales");
+  IOGNN_CUDA_CHECK_LAUNCH("segment_reduce fold scales");
 }
 
 template <typename T, typename index_t>
@@ -604,7 +606,8 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
                              const index_t* rowptr, const T* x, int64_t x_stride, const T* out,
                              TiesView ties, const acc_t<T>* mean, int64_t mean_stride,
                              const T* grad_out,
-                             int64_t num_src, int64_t num_dst, int64_t num_edges, int64_t F,
+                             int64_t num_src, int64_t num_dst, int64_t num_edges,
+                             int64_t max_degree, int64_t F,
                              const std::vector<SegmentReduce>& reduces, T* grad_x,
                              void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   using acc = acc_t<T>;
@@ -612,7 +615,7 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
   const sr::BackwardSlots slots = sr::backward_slots(reduces);
   const cpu::TieSlots tie_slots = cpu::segment_reduce_tie_slots(reduces);
   const sr::BackwardTable table = sr::backward_table<T>(num_src, num_dst, F, reduces);
-  const size_t table_bytes = sr::align_up(table.bytes, 256);
+  const size_t table_bytes = align_up(table.bytes, 256);
   IOGNN_CHECK(table_bytes == 0 || (workspace != nullptr && workspace_bytes >= table_bytes),
               ValueError, "segment_reduce_backward: the workspace has ", workspace_bytes,
               " bytes but ", table_bytes, " are needed");
@@ -622,7 +625,7 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
   };
   acc* const a = array(table.has_a, table.a_offset);
   acc* const b = array(table.has_b, table.b_offset);
-  const sr::HeavyPlan plan = sr::backward_plan<T>(num_src, num_edges, F);
+  const HeavyPlan plan = sr::backward_plan<T>(num_src, num_edges, max_degree, F);
   void* heavy_ws = ws ? ws + table_bytes : nullptr;
   const size_t heavy_bytes = workspace_bytes > table_bytes ? workspace_bytes - table_bytes : 0;
   // 16-byte packs when every packed access stays aligned (the table rows are then aligned too: F
@@ -635,10 +638,10 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
   if ((a || b) && num_dst > 0 && F > 0) {
     const auto coefficients = [&](auto vec) {
       constexpr int VEC = decltype(vec)::value;
-      const int64_t blocks = std::min<int64_t>(sr::ceil_div(num_dst * (F / VEC), 256), 65536);
+      const int64_t blocks = std::min<int64_t>(ceil_div(num_dst * (F / VEC), 256), 65536);
       sr::coefficients_kernel<T, index_t, VEC><<<unsigned(blocks), 256, 0, stream>>>(
           rowptr, out, grad_out, mean, mean_stride, num_dst, F, K, slots, a, b);
-      sr::check_launch("segment_reduce backward coefficients");
+      IOGNN_CUDA_CHECK_LAUNCH("segment_reduce backward coefficients");
     };
     // acc's 16-byte packs divide T's (kPack), so `packed` aligns them too.
     if (packed) coefficients(std::integral_constant<int, int(16 / sizeof(acc))>{});
@@ -659,8 +662,10 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
         colptr, row, csc2csr, rowptr, x, x_stride, out, grad_out, ties, tie_slots, a, b,
         a ? nullptr : mean, mean_stride, F, K, pass_slots, grad_x, pass_partial, pass_base};
     constexpr int kLanes = kExtrema ? sr::kExtremumVec<T> : kPack;
-    if (packed) sr::run_schedule<kLanes>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream);
-    else sr::run_schedule<1>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream);
+    if (packed) run_schedule<kLanes>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream,
+                                     "segment_reduce_backward");
+    else run_schedule<1>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream,
+                                "segment_reduce_backward");
   };
   if (linear) {
     sr::BackwardSlots linear_slots = slots;
@@ -677,11 +682,12 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
   template void iognn::cuda::segment_reduce_backward<T, I>(                                  \
       const I*, const I*, const I*, const I*, const T*, int64_t, const T*,                   \
       iognn::cuda::TiesView, const iognn::acc_t<T>*, int64_t, const T*, int64_t, int64_t,    \
-      int64_t, int64_t, const std::vector<iognn::cuda::SegmentReduce>&, T*, void*, size_t,   \
+      int64_t, int64_t, int64_t, const std::vector<iognn::cuda::SegmentReduce>&, T*, void*, size_t,   \
       cudaStream_t);
 #define IOGNN_SEGMENT_REDUCE_BACKWARD_CUDA(T)                                                  \
   template size_t iognn::cuda::segment_reduce_backward_workspace<T>(                           \
-      int64_t, int64_t, int64_t, int64_t, const std::vector<iognn::cuda::SegmentReduce>&);     \
+      int64_t, int64_t, int64_t, int64_t, int64_t,                                             \
+      const std::vector<iognn::cuda::SegmentReduce>&);                                         \
   template void iognn::cuda::segment_reduce_fold_scales<T>(const T*, const T*, int64_t,        \
                                                            int64_t, int64_t, T*, cudaStream_t); \
   IOGNN_SEGMENT_REDUCE_BACKWARD_CUDA_FOR(T, int32_t)                                           \

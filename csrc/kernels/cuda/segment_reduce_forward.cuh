@@ -11,7 +11,7 @@
 #include "kernels/cpu/segment_extremum.h"
 #include "kernels/cuda/segment_reduce.h"
 #include "kernels/cuda/segment_reduce_common.cuh"
-#include "kernels/cuda/segment_reduce_schedule.cuh"
+#include "kernels/cuda/csr_schedule.cuh"
 
 namespace iognn::cuda {
 namespace sr {
@@ -76,6 +76,7 @@ struct ForwardOp {
   static constexpr int kMinBlocks = kRuntime                                ? 1
                                     : sizeof(index_t) == 8 && kExtrema == 2 ? 3
                                                                             : 4;
+  static constexpr bool kWholeRow = false, kMerges = true;  // (csr_schedule.cuh)
   template <int VEC>  // one lane's VEC consecutive features
   struct State {
     acc sum[VEC], sq[VEC], lo[VEC], hi[VEC];
@@ -296,9 +297,9 @@ struct ForwardOp {
 };
 
 template <typename T>
-HeavyPlan forward_plan(int64_t num_dst, int64_t num_edges, int64_t F) {
+HeavyPlan forward_plan(int64_t num_dst, int64_t num_edges, int64_t max_degree, int64_t F) {
   return make_heavy_plan(num_dst, num_edges, forward_slot_bytes<T>(F),
-                         size_t(F) * sizeof(acc_t<T>));
+                         size_t(F) * sizeof(acc_t<T>), max_degree);
 }
 
 // One call's forward arguments, before the kernels' compile-time choices.
@@ -341,7 +342,7 @@ struct ForwardCall {
   template <int VEC, bool kScaled, unsigned kParts>
   void run() const {
     run_schedule<VEC>(op<kScaled, kParts>(), rowptr, num_dst, plan, workspace, workspace_bytes,
-                      stream);
+                      stream, "segment_reduce");
   }
 };
 
@@ -372,19 +373,20 @@ bool try_specialized_forward(const ForwardCall<T, index_t>& call, unsigned parts
 }  // namespace sr
 
 template <typename T>
-size_t segment_reduce_forward_workspace(int64_t num_dst, int64_t num_edges, int64_t F) {
-  return sr::forward_plan<T>(num_dst, num_edges, F).bytes;
+size_t segment_reduce_forward_workspace(int64_t num_dst, int64_t num_edges, int64_t max_degree,
+                                        int64_t F) {
+  return sr::forward_plan<T>(num_dst, num_edges, max_degree, F).bytes;
 }
 
 template <typename T, typename index_t>
 void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* x, int64_t x_stride,
-                            int64_t num_dst, int64_t num_edges, int64_t F,
+                            int64_t num_dst, int64_t num_edges, int64_t max_degree, int64_t F,
                             const std::vector<SegmentReduce>& reduces, T* out, Ties ties,
                             acc_t<T>* mean, DegreeScales<T> scales, void* workspace,
                             size_t workspace_bytes, cudaStream_t stream) {
   const sr::ForwardCall<T, index_t> call{rowptr, col,   x,     x_stride, num_dst,
                                          F,      &reduces, out, ties,   mean,
-                                         scales, sr::forward_plan<T>(num_dst, num_edges, F),
+                                         scales, sr::forward_plan<T>(num_dst, num_edges, max_degree, F),
                                          workspace, workspace_bytes, stream};
   // 16-byte packs when every packed access stays aligned (at most kExtremumVec features a lane
   // with min / max); one element per lane otherwise.
@@ -435,11 +437,12 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
 // Instantiates the forward entry points for one storage type (both index types).
 #define IOGNN_SEGMENT_REDUCE_FORWARD_CUDA_FOR(T, I)                                           \
   template void iognn::cuda::segment_reduce_forward<T, I>(                                    \
-      const I*, const I*, const T*, int64_t, int64_t, int64_t, int64_t,                       \
+      const I*, const I*, const T*, int64_t, int64_t, int64_t, int64_t, int64_t,              \
       const std::vector<iognn::cuda::SegmentReduce>&, T*, iognn::cuda::Ties, iognn::acc_t<T>*, \
       iognn::cuda::DegreeScales<T>, void*, size_t, cudaStream_t);
 #define IOGNN_SEGMENT_REDUCE_FORWARD_CUDA(T)                                                   \
   IOGNN_SEGMENT_REDUCE_FORWARD_PARTS(extern, T)                                                \
-  template size_t iognn::cuda::segment_reduce_forward_workspace<T>(int64_t, int64_t, int64_t); \
+  template size_t iognn::cuda::segment_reduce_forward_workspace<T>(int64_t, int64_t, int64_t,  \
+                                                                    int64_t);                  \
   IOGNN_SEGMENT_REDUCE_FORWARD_CUDA_FOR(T, int32_t)                                            \
   IOGNN_SEGMENT_REDUCE_FORWARD_CUDA_FOR(T, int64_t)

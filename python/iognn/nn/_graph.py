@@ -370,6 +370,8 @@ class MessageGraph:
         self.num_edges = num_edges
         self.device = graph.device
         self.index_dtype = graph.index_dtype
+        # Destinations keep their rows; every message has one out-edge.
+        self.max_degree_hints = (graph.max_degree_hints[0], min(num_edges, 1))
 
     def degree(self, direction: str = "in") -> Tensor:
         if direction != "in":

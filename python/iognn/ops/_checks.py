@@ -14,7 +14,8 @@ def acc_dtype(dtype: torch.dtype) -> torch.dtype:
 
 # What an op reads from its graph argument: an iognn.Graph, or a Graph-like view with the same
 # CSR attributes (iognn.nn's MessageGraph).
-_GRAPH_ATTRIBUTES = ("rowptr", "col", "colptr", "row", "csc2csr", "num_src_nodes", "num_dst_nodes")
+_GRAPH_ATTRIBUTES = ("rowptr", "col", "colptr", "row", "csc2csr", "max_degree_hints",
+                     "num_src_nodes", "num_dst_nodes")
 
 
 def check_graph(graph) -> None:

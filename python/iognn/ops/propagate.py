@@ -54,7 +54,8 @@ def propagate_csr(graph, x: Tensor, csr_weight: Optional[Tensor], reduce: str,
     """``propagate`` with the weights already in the graph's CSR order and the accumulation dtype
     (``graph.csr_edge_values``), checked by the C++ op alone: the layers' hot path."""
     return torch.ops.iognn.propagate(graph.rowptr, graph.col, graph.colptr, graph.row,
-                                     graph.csc2csr, csr_weight, x, reduce, bias)
+                                     graph.csc2csr, csr_weight, x, reduce, bias,
+                                     *graph.max_degree_hints)
 
 
 def gcn_norm(graph, edge_weight: Optional[Tensor] = None, dtype: torch.dtype = torch.float32) -> Tensor:
@@ -75,15 +76,17 @@ def gcn_norm(graph, edge_weight: Optional[Tensor] = None, dtype: torch.dtype = t
 
 # ---- registration: fake kernels (the autograd formula is C++: csrc/binding/autograd) -----------
 @torch.library.register_fake("iognn::propagate")
-def _propagate_fake(rowptr, col, colptr, row, csc2csr, weight, x, reduce, bias=None):
+def _propagate_fake(rowptr, col, colptr, row, csc2csr, weight, x, reduce, bias=None,
+                    max_in_degree=-1, max_out_degree=-1):
     return x.new_empty(rowptr.size(0) - 1, x.size(1))
 
 
 @torch.library.register_fake("iognn::propagate_backward_x")
-def _propagate_backward_x_fake(colptr, row, csc2csr, rowptr, weight, grad_out, reduce):
+def _propagate_backward_x_fake(colptr, row, csc2csr, rowptr, weight, grad_out, reduce,
+                               max_out_degree=-1):
     return grad_out.new_empty(colptr.size(0) - 1, grad_out.size(1))
 
 
 @torch.library.register_fake("iognn::propagate_backward_weight")
-def _propagate_backward_weight_fake(rowptr, col, grad_out, x, reduce):
+def _propagate_backward_weight_fake(rowptr, col, grad_out, x, reduce, max_in_degree=-1):
     return x.new_empty(col.size(0), dtype=acc_dtype(x.dtype))

@@ -85,7 +85,8 @@ def segment_reduce(graph, x: Tensor, reduce: Union[str, Sequence[str]],
         if scale.dtype != x.dtype:
             raise TypeError(f"scale must have the dtype of x ({x.dtype}), got {scale.dtype}")
     return torch.ops.iognn.segment_reduce(graph.rowptr, graph.col, graph.colptr, graph.row,
-                                          graph.csc2csr, x, names, scale)[0]
+                                          graph.csc2csr, x, names, scale,
+                                          *graph.max_degree_hints)[0]
 
 
 # ---- registration: fake kernels (the autograd formula is C++: csrc/binding/autograd) -----------
@@ -94,7 +95,8 @@ TIE_SATURATED = 0x7FFF
 
 
 @torch.library.register_fake("iognn::segment_reduce")
-def _segment_reduce_fake(rowptr, col, colptr, row, csc2csr, x, reduces, scale=None):
+def _segment_reduce_fake(rowptr, col, colptr, row, csc2csr, x, reduces, scale=None,
+                         max_in_degree=-1, max_out_degree=-1):
     num_dst, F = rowptr.size(0) - 1, x.size(1)
     KF = len(reduces) * F
     extrema = ("min" in reduces) + ("max" in reduces)
@@ -116,5 +118,5 @@ def _segment_reduce_fake(rowptr, col, colptr, row, csc2csr, x, reduces, scale=No
 
 @torch.library.register_fake("iognn::segment_reduce_backward")
 def _segment_reduce_backward_fake(colptr, row, csc2csr, rowptr, x, out, ties, wide, mean,
-                                  grad_out, reduces, scale=None):
+                                  grad_out, reduces, scale=None, max_out_degree=-1):
     return x.new_empty(colptr.size(0) - 1, x.size(1))

@@ -1,7 +1,9 @@
-// Degree-aware schedule shared by the CUDA segment-reduction forward and backward.
+// The CUDA CSR execution layer: the one degree-aware row schedule under every CSR op family
+// (propagate_kernels.cuh, segment_reduce_forward.cuh / _backward.cuh), its lane geometry and its
+// launches. It never synchronises with the host and allocates nothing, so it is capturable.
 //
 // A "row" is a CSR row (forward: a destination and its in-edges; backward: a source and its
-// out-edges in the transposed CSR). An Op (segment_reduce_forward.cuh / _backward.cuh) says how to
+// out-edges in the transposed CSR). An Op says how to
 // fold the edges [begin, end) of a row into a per-lane State<VEC> (VEC consecutive features), how
 // to merge two States (the first one earlier in CSR order), how to spill a State to the workspace
 // (per-feature arrays, so any VEC reads what any VEC wrote), and how to write a finished row.
@@ -10,7 +12,10 @@
 // independent groups. The lanes of a group share one thing: the row's edge indices, which they
 // may load a tile at a time, one edge per lane, and pass around by warp shuffles
 // (for_edge_batches), so that a batch of edges waits for no index load of its own.
-// Otherwise no lane needs another lane's data except in the merge pass.
+// Otherwise no lane needs another lane's data except in the merge pass. Two traits of an Op change
+// the geometry: kWholeRow (one group covers all F features, looping over them itself: an op that
+// reduces across features, such as propagate's sampled dense-dense product) and kMerges (false:
+// segments write their results directly, so there are no slot states and no merge pass).
 //
 //   light rows (degree <= heavy_degree): one group folds the whole row in CSR order and writes it
 //     (VEC = 16 bytes of features per lane where alignment allows, else 1).
@@ -28,7 +33,9 @@
 // (its surplus blocks exit at once), the slot-table and merge kernels loop over the heavy rows
 // found with a grid of a few resident waves (their bound, max_heavy, is far above the rows found
 // on most graphs, and launching that many 512-thread blocks cost ~250 us a call even when they all
-// exit: H100, uniform:1000000:16, backward).
+// exit: H100, uniform:1000000:16, backward). When the caller knows the CSR's longest row (a Graph
+// does: both builds measure it) and no row is heavy, the plan is empty and a call is the light
+// kernel alone: one launch.
 #pragma once
 
 #include <algorithm>
@@ -37,9 +44,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cuda/segment_reduce_common.cuh"
+#include "kernels/cuda/common.cuh"
 
-namespace iognn::cuda::sr {
+namespace iognn::cuda {
 
 // ---- tuning constants (one place; every choice below derives from these) --------------------
 constexpr int kLightThreads = 256;         // threads per block of the light and segment kernels
@@ -66,7 +73,8 @@ __host__ __device__ inline size_t align_up(size_t n, size_t a) { return (n + a -
 //   heavy_degree  = max(2 * segment_edges, 8 * ceil(E / num_rows) * shortest / 128)
 //   max_heavy     = min(num_rows, E / (heavy_degree + 1))   (rows of degree > heavy_degree)
 //   max_slots     = E / segment_edges + max_heavy          (sum of ceil(deg / segment_edges))
-// so the slot states never exceed 1.5x max(budget, 64 slots). E is the CSR's edge count; the bounds
+// so the slot states never exceed 1.5x max(budget, 64 slots). A known max_degree <= heavy_degree
+// (-1: unknown) gives the empty plan. E is the CSR's edge count; the bounds
 // hold for any valid CSR (rowptr[num_rows] == E), and the kernels stay in bounds for any other.
 // A group's time is a chain of dependent loads as long as its row or segment, so below 2M edges
 // (too few rows to keep the GPU busy while the longest light rows finish) segments and the heavy
@@ -84,15 +92,16 @@ struct HeavyPlan {
 };
 
 // slot_bytes: workspace bytes of one segment's State for all F features; row_bytes: bytes of one
-// output row in the accumulation type (sets the budget).
+// output row in the accumulation type (sets the budget); slot_bytes == 0 for an Op without merges.
 inline HeavyPlan make_heavy_plan(int64_t num_rows, int64_t num_edges, size_t slot_bytes,
-                                 size_t row_bytes) {
+                                 size_t row_bytes, int64_t max_degree) {
   HeavyPlan plan;
-  if (num_rows <= 0 || num_edges <= 0 || slot_bytes == 0) return plan;
+  if (num_rows <= 0 || num_edges <= 0) return plan;
   const double wanted = double(num_rows) * double(row_bytes) * kBudgetFraction;
   const size_t budget =
       size_t(std::clamp(wanted, double(kMinBudgetBytes), double(kMaxBudgetBytes)));
-  const int64_t slot_cap = std::clamp(int64_t(budget / slot_bytes), kMinSlots, kMaxSlots);
+  const int64_t slot_cap =
+      slot_bytes ? std::clamp(int64_t(budget / slot_bytes), kMinSlots, kMaxSlots) : kMaxSlots;
   const int64_t shortest =
       std::clamp(num_edges / kTargetSlots, kShortSegmentEdges, kMinSegmentEdges);
   const int64_t segment_edges = std::max(shortest, ceil_div(num_edges, slot_cap));
@@ -100,7 +109,7 @@ inline HeavyPlan make_heavy_plan(int64_t num_rows, int64_t num_edges, size_t slo
       std::max(2 * segment_edges, kMeanDegreeFactor * ceil_div(num_edges, num_rows) * shortest /
                                       kMinSegmentEdges);
   const int64_t max_heavy = std::min(num_rows, num_edges / (heavy_degree + 1));
-  if (max_heavy == 0) return plan;
+  if (max_heavy == 0 || (max_degree >= 0 && max_degree <= heavy_degree)) return plan;
   plan.segment_edges = segment_edges;
   plan.heavy_degree = heavy_degree;
   plan.max_heavy = max_heavy;
@@ -219,6 +228,19 @@ __device__ __forceinline__ void for_edge_batches(const GroupLanes& lanes, int64_
 }
 
 // ---- kernels ----------------------------------------------------------------------------------
+// The lanes of a group for chunk `chunk` (for a kWholeRow Op: the whole group, chunk 0).
+template <class Op, int VEC>
+__device__ __forceinline__ GroupLanes op_lanes(const GroupPos<VEC>& pos, int64_t chunk, int group,
+                                               int64_t F) {
+  if constexpr (Op::kWholeRow) {
+    const int base = int(threadIdx.x & 31u) & ~(group - 1);
+    const unsigned bits = group >= 32 ? ~0u : (1u << group) - 1u;
+    return GroupLanes{bits << base, base, pos.lane, group};
+  } else {
+    return pos.lanes_of(chunk, group, F);
+  }
+}
+
 template <int VEC, class Op>
 __global__ void __launch_bounds__(kLightThreads, Op::kMinBlocks)
     light_rows_kernel(const Op op, int64_t num_rows, int64_t heavy_degree, Lanes lanes) {
@@ -227,12 +249,12 @@ __global__ void __launch_bounds__(kLightThreads, Op::kMinBlocks)
   const int64_t r = pos.task / lanes.chunks;
   const int64_t chunk = pos.task - r * lanes.chunks;
   const int64_t f0 = pos.first_feature(chunk, lanes.group);
-  if (f0 >= op.F) return;
+  if (!Op::kWholeRow && f0 >= op.F) return;  // (whole-row lanes all stay: they shuffle)
   const int64_t begin = op.offset(r), end = op.offset(r + 1);
   if (end - begin > heavy_degree) return;  // left to the segment + merge passes
   typename Op::template State<VEC> st;
   op.init(st);
-  op.accumulate(st, r, begin, end, f0, pos.lanes_of(chunk, lanes.group, op.F));
+  op.accumulate(st, r, begin, end, f0, op_lanes<Op>(pos, chunk, lanes.group, op.F));
   op.finalize(st, r, end - begin, f0);
 }
 
@@ -276,7 +298,7 @@ __global__ void __launch_bounds__(kLightThreads, Op::kMinBlocks)
   if (s >= hr.num_slots()) return;
   const int64_t chunk = pos.task - s * lanes.chunks;
   const int64_t f0 = pos.first_feature(chunk, lanes.group);
-  if (f0 >= op.F) return;
+  if (!Op::kWholeRow && f0 >= op.F) return;
   // Every field is re-validated so that an inconsistent CSR cannot send a lane out of bounds.
   const uint32_t h = hr.slot_heavy[s];
   if (int64_t(h) >= hr.num_heavy()) return;
@@ -289,8 +311,9 @@ __global__ void __launch_bounds__(kLightThreads, Op::kMinBlocks)
   const int64_t end = min(begin + hr.segment_edges, row_end);
   typename Op::template State<VEC> st;
   op.init(st);
-  op.accumulate(st, r, begin, end, f0, pos.lanes_of(chunk, lanes.group, op.F));
-  op.save(st, hr.slot(s), f0);
+  op.accumulate(st, r, begin, end, f0, op_lanes<Op>(pos, chunk, lanes.group, op.F));
+  if constexpr (Op::kMerges) op.save(st, hr.slot(s), f0);
+  else op.finalize(st, r, row_end - row_begin, f0);  // the segment's results are final
 }
 
 // One block per (heavy row, chunk) at a time, the blocks striding over those of the rows found:
@@ -341,16 +364,18 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(const Op op, Heavy
 }
 
 // ---- host driver ------------------------------------------------------------------------------
-inline void check_launch(const char* kernel) {
-  const cudaError_t err = cudaGetLastError();
-  IOGNN_CHECK(err == cudaSuccess, DeviceError, "CUDA error launching ", kernel, ": ",
-              cudaGetErrorString(err));
-}
-
 inline unsigned grid_size(int64_t blocks, const char* kernel) {
   IOGNN_CHECK(blocks <= INT_MAX, ValueError, kernel, ": the problem needs ", blocks,
               " blocks, more than a CUDA grid holds");
   return unsigned(blocks);
+}
+
+// Lanes of an Op's light and segment passes: a kWholeRow Op's group covers every feature.
+template <class Op>
+Lanes op_lanes_host(int64_t F, int vec) {
+  Lanes lanes = make_lanes(F, vec);
+  if constexpr (Op::kWholeRow) lanes.chunks = 1;
+  return lanes;
 }
 
 // Grids of kernels that stride over at most `tasks` block-sized tasks: a few waves of the current
@@ -374,27 +399,27 @@ struct StridedGrids {
 };
 
 // Runs the whole schedule of `op` over num_rows rows (offsets: the op's row offsets) on `stream`,
-// VEC features per lane in the light and segment passes.
+// VEC features per lane in the light and segment passes; `name` labels launch errors.
 template <int VEC, class Op, typename index_t>
 void run_schedule(const Op& op, const index_t* offsets, int64_t num_rows, const HeavyPlan& plan,
-                  void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+                  void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                  const char* name) {
   using MergeState = typename Op::template State<1>;
   static_assert(kMergeThreads * sizeof(MergeState) <= 48 * 1024,
                 "merge States must fit the default shared-memory limit");
   if (num_rows == 0 || op.F == 0) return;
-  const Lanes lanes = make_lanes(op.F, VEC);
+  const Lanes lanes = op_lanes_host<Op>(op.F, VEC);
   const int64_t groups_per_block = kLightThreads / lanes.group;
-  light_rows_kernel<VEC, Op><<<grid_size(ceil_div(num_rows * lanes.chunks, groups_per_block),
-                                         "segment_reduce light rows"),
-                               kLightThreads, 0, stream>>>(op, num_rows, plan.heavy_degree, lanes);
-  check_launch("segment_reduce light rows");
+  light_rows_kernel<VEC, Op>
+      <<<grid_size(ceil_div(num_rows * lanes.chunks, groups_per_block), name), kLightThreads, 0,
+         stream>>>(op, num_rows, plan.heavy_degree, lanes);
+  IOGNN_CUDA_CHECK_LAUNCH(name);
   if (plan.max_heavy == 0) return;
 
-  IOGNN_CHECK(workspace != nullptr && workspace_bytes >= plan.bytes, ValueError,
-              "segment_reduce: the workspace has ", workspace_bytes, " bytes but ", plan.bytes,
-              " are needed");
-  IOGNN_CHECK(reinterpret_cast<uintptr_t>(workspace) % 256 == 0, ValueError,
-              "segment_reduce: the workspace must be 256-byte aligned");
+  IOGNN_CHECK(workspace != nullptr && workspace_bytes >= plan.bytes, ValueError, name,
+              ": the workspace has ", workspace_bytes, " bytes but ", plan.bytes, " are needed");
+  IOGNN_CHECK(reinterpret_cast<uintptr_t>(workspace) % 256 == 0, ValueError, name,
+              ": the workspace must be 256-byte aligned");
   auto* ws = static_cast<unsigned char*>(workspace);
   const HeavyRows hr{reinterpret_cast<unsigned long long*>(ws),
                      reinterpret_cast<int64_t*>(ws + plan.heavy_row_offset),
@@ -409,20 +434,22 @@ void run_schedule(const Op& op, const index_t* offsets, int64_t num_rows, const 
   IOGNN_CUDA_CHECK(cudaMemsetAsync(ws, 0, 2 * sizeof(unsigned long long), stream));
   const int64_t find_blocks = std::min<int64_t>(ceil_div(num_rows, 256), 1024);
   find_heavy_rows_kernel<index_t><<<unsigned(find_blocks), 256, 0, stream>>>(offsets, num_rows, hr);
-  check_launch("segment_reduce find heavy rows");
+  IOGNN_CUDA_CHECK_LAUNCH(name);
   const StridedGrids strided;
   fill_slot_table_kernel<index_t><<<strided.blocks(plan.max_heavy, 256), 256, 0, stream>>>(offsets,
                                                                                            hr);
-  check_launch("segment_reduce slot table");
-  segment_kernel<VEC, Op><<<grid_size(ceil_div(plan.max_slots * lanes.chunks, groups_per_block),
-                                      "segment_reduce segments"),
-                            kLightThreads, 0, stream>>>(op, hr, lanes);
-  check_launch("segment_reduce segments");
-  const Lanes merge_lanes = make_lanes(op.F, 1);
-  merge_kernel<Op><<<strided.blocks(plan.max_heavy * merge_lanes.chunks, kMergeThreads),
-                     kMergeThreads, kMergeThreads * sizeof(MergeState), stream>>>(op, hr,
-                                                                                  merge_lanes);
-  check_launch("segment_reduce merge");
+  IOGNN_CUDA_CHECK_LAUNCH(name);
+  segment_kernel<VEC, Op>
+      <<<grid_size(ceil_div(plan.max_slots * lanes.chunks, groups_per_block), name), kLightThreads,
+         0, stream>>>(op, hr, lanes);
+  IOGNN_CUDA_CHECK_LAUNCH(name);
+  if constexpr (Op::kMerges) {
+    const Lanes merge_lanes = make_lanes(op.F, 1);
+    merge_kernel<Op><<<strided.blocks(plan.max_heavy * merge_lanes.chunks, kMergeThreads),
+                       kMergeThreads, kMergeThreads * sizeof(MergeState), stream>>>(op, hr,
+                                                                                    merge_lanes);
+    IOGNN_CUDA_CHECK_LAUNCH(name);
+  }
 }
 
-}  // namespace iognn::cuda::sr
+}  // namespace iognn::cuda
