@@ -86,8 +86,8 @@ def compare_with_cpu(g, F, dtype, reduce, weighted, seed=0, x=None, rtol=None, a
 
 def hub_graph(index_dtype=None, seed=0):
     """300 nodes, 3,000 random edges, node 1 receiving 5,000 edges and nodes 2 and 3 receiving 300
-    and 257: heavy rows of many and of a few segments beside light rows (the plan's heavy degree
-    is 78 here: csr_schedule.cuh), every schedule path."""
+    and 257 (rows of more than 256 edges are heavy: propagate_kernels.cuh): heavy rows of many and
+    of a few segments beside light rows, every schedule path."""
     gen = torch.Generator().manual_seed(seed)
     parts = [torch.randint(0, 300, (2, 3000), generator=gen)]
     for node, deg in ((1, 5000), (2, 300), (3, 257)):

@@ -91,10 +91,17 @@ struct HeavyPlan {
   size_t bytes = 0;  // workspace size
 };
 
+// What an op family adds to the rules above: floors under the heavy degree and the segment length
+// (an op whose per-edge work is small pays more for the heavy passes than it saves on short rows).
+struct HeavyPolicy {
+  int64_t min_heavy_degree = 0;
+  int64_t min_segment_edges = 0;
+};
+
 // slot_bytes: workspace bytes of one segment's State for all F features; row_bytes: bytes of one
 // output row in the accumulation type (sets the budget); slot_bytes == 0 for an Op without merges.
 inline HeavyPlan make_heavy_plan(int64_t num_rows, int64_t num_edges, size_t slot_bytes,
-                                 size_t row_bytes, int64_t max_degree) {
+                                 size_t row_bytes, int64_t max_degree, HeavyPolicy policy = {}) {
   HeavyPlan plan;
   if (num_rows <= 0 || num_edges <= 0) return plan;
   const double wanted = double(num_rows) * double(row_bytes) * kBudgetFraction;
@@ -104,10 +111,12 @@ inline HeavyPlan make_heavy_plan(int64_t num_rows, int64_t num_edges, size_t slo
       slot_bytes ? std::clamp(int64_t(budget / slot_bytes), kMinSlots, kMaxSlots) : kMaxSlots;
   const int64_t shortest =
       std::clamp(num_edges / kTargetSlots, kShortSegmentEdges, kMinSegmentEdges);
-  const int64_t segment_edges = std::max(shortest, ceil_div(num_edges, slot_cap));
-  const int64_t heavy_degree =
-      std::max(2 * segment_edges, kMeanDegreeFactor * ceil_div(num_edges, num_rows) * shortest /
-                                      kMinSegmentEdges);
+  const int64_t segment_edges =
+      std::max({shortest, ceil_div(num_edges, slot_cap), policy.min_segment_edges});
+  const int64_t heavy_degree = std::max(
+      {2 * segment_edges,
+       kMeanDegreeFactor * ceil_div(num_edges, num_rows) * shortest / kMinSegmentEdges,
+       policy.min_heavy_degree});
   const int64_t max_heavy = std::min(num_rows, num_edges / (heavy_degree + 1));
   if (max_heavy == 0 || (max_degree >= 0 && max_degree <= heavy_degree)) return plan;
   plan.segment_edges = segment_edges;
