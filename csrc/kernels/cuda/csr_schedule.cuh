@@ -20,9 +20,9 @@
 //   light rows (degree <= heavy_degree): one group folds the whole row in CSR order and writes it
 //     (VEC = 16 bytes of features per lane where alignment allows, else 1).
 //   heavy rows: cut into segments of segment_edges edges; one group folds each segment into a
-//     workspace slot (same VEC); then one block per (heavy row, chunk of 32 features) merges the
-//     row's slots in segment order, one feature per lane (its groups each merge a contiguous run of
-//     slots, then group 0 merges the groups' States in group order) and writes the row. Every
+//     workspace slot (same VEC); then the merge pass adds the row's slots in segment order, one
+//     feature per lane (a group alone for rows of few slots, a block for the others: merge_kernel)
+//     and writes the row. Every
 //     row's arithmetic order is fixed by the graph and the plan alone, so results are
 //     bit-identical run to run.
 //
@@ -325,9 +325,30 @@ __global__ void __launch_bounds__(kLightThreads, Op::kMinBlocks)
   else op.finalize(st, r, row_end - row_begin, f0);  // the segment's results are final
 }
 
-// One block per (heavy row, chunk) at a time, the blocks striding over those of the rows found:
-// merges the row's slots in segment order, one feature per lane (small States: many groups per
-// block and several slot loads in flight), and writes the row.
+// Folds slots [lo, hi) of a heavy row into st, in segment order (feature f of each slot).
+template <class Op, class State>
+__device__ __forceinline__ void merge_slots(const Op& op, const HeavyRows& hr, int64_t base,
+                                            int64_t lo, int64_t hi, int64_t f, State& st) {
+  int64_t k = lo;
+  for (; k + kMergeUnroll <= hi; k += kMergeUnroll) {
+    State part[kMergeUnroll];
+#pragma unroll
+    for (int u = 0; u < kMergeUnroll; ++u) part[u] = op.template load<1>(hr.slot(base + k + u), f);
+#pragma unroll
+    for (int u = 0; u < kMergeUnroll; ++u) op.merge(st, part[u]);
+  }
+  for (; k < hi; ++k) op.merge(st, op.template load<1>(hr.slot(base + k), f));
+}
+
+// Merges every heavy row's slots in segment order, one feature per lane, and writes the row; a
+// task is a (heavy row, chunk of group features). Rows of at most kSoloSegments slots (most heavy
+// rows) are merged by one group alone, the groups of the grid striding over the tasks: no shared
+// memory, no barrier. Longer rows are merged by a whole block, the blocks striding over their
+// tasks: group g merges the contiguous run [nseg*g/groups, nseg*(g+1)/groups) of the slots, then
+// group 0 merges the groups' States in group order. (One block per task for every row cost a
+// propagate call on powerlaw:1000000:16 about 75 us of barriers and idle groups: H200.)
+constexpr int64_t kSoloSegments = 16;
+
 template <class Op>
 __global__ void __launch_bounds__(kMergeThreads) merge_kernel(const Op op, HeavyRows hr, Lanes lanes) {
   extern __shared__ __align__(16) unsigned char merge_smem[];
@@ -337,31 +358,34 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(const Op op, Heavy
   const int group = int(threadIdx.x) / lanes.group;
   const int groups = int(blockDim.x) / lanes.group;
   const int64_t tasks = hr.num_heavy() * lanes.chunks;
+  const auto row_of = [&](int64_t task, int64_t& h, int64_t& r, int64_t& deg, int64_t& nseg) {
+    h = task / lanes.chunks;
+    r = hr.heavy_row[h];
+    if (r < 0) return false;
+    deg = op.offset(r + 1) - op.offset(r);
+    nseg = ceil_div(deg, hr.segment_edges);
+    return true;
+  };
+  int64_t h, r, deg, nseg;
+  for (int64_t task = int64_t(blockIdx.x) * groups + group; task < tasks;
+       task += int64_t(gridDim.x) * groups) {
+    if (!row_of(task, h, r, deg, nseg) || nseg > kSoloSegments) continue;
+    const int64_t f = (task - h * lanes.chunks) * lanes.group + lane;
+    if (f >= op.F) continue;
+    State st;
+    op.init(st);
+    merge_slots(op, hr, hr.heavy_base[h], 0, nseg, f, st);
+    op.finalize(st, r, deg, f);
+  }
   for (int64_t task = blockIdx.x; task < tasks; task += gridDim.x) {  // uniform over the block
-    const int64_t h = task / lanes.chunks;
-    const int64_t r = hr.heavy_row[h];
-    if (r < 0) continue;
-    const int64_t deg = op.offset(r + 1) - op.offset(r);
-    const int64_t nseg = ceil_div(deg, hr.segment_edges);
-    const int64_t base = hr.heavy_base[h];
+    if (!row_of(task, h, r, deg, nseg) || nseg <= kSoloSegments) continue;
     const int64_t f = (task - h * lanes.chunks) * lanes.group + lane;
     const bool active = f < op.F;
     State st;
     op.init(st);
-    if (active) {
-      // Group g merges the contiguous run [nseg*g/groups, nseg*(g+1)/groups) of the row's slots.
-      const int64_t lo = nseg * group / groups, hi = nseg * (group + 1) / groups;
-      int64_t k = lo;
-      for (; k + kMergeUnroll <= hi; k += kMergeUnroll) {
-        State part[kMergeUnroll];
-#pragma unroll
-        for (int u = 0; u < kMergeUnroll; ++u)
-          part[u] = op.template load<1>(hr.slot(base + k + u), f);
-#pragma unroll
-        for (int u = 0; u < kMergeUnroll; ++u) op.merge(st, part[u]);
-      }
-      for (; k < hi; ++k) op.merge(st, op.template load<1>(hr.slot(base + k), f));
-    }
+    if (active)
+      merge_slots(op, hr, hr.heavy_base[h], nseg * group / groups, nseg * (group + 1) / groups, f,
+                  st);
     group_states[threadIdx.x] = st;
     __syncthreads();
     if (group == 0 && active) {
