@@ -19,6 +19,7 @@ import torch
 
 from . import nn as io_nn
 from .nn._share import build_shared
+from .nn.aggr.resolver import from_pyg_aggregation
 
 _LAYERS = ("GCNConv", "SAGEConv", "GINConv", "GINEConv", "GraphConv", "GATConv", "GATv2Conv",
            "TransformerConv", "PNAConv")
@@ -86,7 +87,7 @@ def _convert(module: torch.nn.Module, name: str, report: AccelerateReport):
     if not isinstance(module, (MessagePassing, PyGAggregation)):
         return None
     if isinstance(module, PyGAggregation):
-        converted = io_nn.aggr.from_pyg_aggregation(module)
+        converted = from_pyg_aggregation(module)
         if converted is module:
             report.skipped.append((name, kind.__name__, "no iognn equivalent"))
             return None
@@ -174,7 +175,7 @@ def _from_pyg(module: torch.nn.Module) -> torch.nn.Module:
 
     layer = build_shared(build, module)
     # PyG's own view of its aggregation (string form, fused path) and the converted module.
-    layer.aggr_module = io_nn.aggr.from_pyg_aggregation(module.aggr_module)
+    layer.aggr_module = from_pyg_aggregation(module.aggr_module)
     layer.aggr = module.aggr
     layer.fuse = module.fuse
     layer.decomposed_layers = module.decomposed_layers

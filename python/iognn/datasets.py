@@ -34,6 +34,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ._tools import require
+
 TRAIN_PER_CLASS = 20
 VAL_PER_CLASS = 30
 
@@ -107,6 +109,7 @@ def _planetoid(pyg_name: str) -> _Source:
     files = tuple(f"ind.{prefix}.{p}" for p in parts)
 
     def load(source: Path, cache: Path):
+        require(f"reading {pyg_name}", ("scipy",))  # PyG unpickles scipy.sparse matrices
         from torch_geometric.datasets import Planetoid
         raw = cache / pyg_name / "raw"
         for f in files:
@@ -141,6 +144,7 @@ def _shchur_npz(source_file: str, pyg_class: str, pyg_name: str, raw_name: str,
     so a converted copy is written into the cache."""
 
     def load(source: Path, cache: Path):
+        require(f"reading {source_file}", ("scipy",))  # pickled scipy.sparse matrices
         import torch_geometric.datasets as pyg_datasets
         raw_dir = cache / (pyg_name.capitalize() if pyg_class == "Amazon" else pyg_name) / "raw"
         _write_once(raw_dir / raw_name,

@@ -202,8 +202,7 @@ def train_model(name: str, model: torch.nn.Module, data, epochs: int, lr: float,
     ``captured``: the training step runs as an ``iognn.CapturedStep`` (its first steps, eager
     warm-up and the capture, are timed like the others).
     """
-    from tqdm import tqdm
-
+    from ._progress import progress_bar
     from .captured import CapturedStep
     x, edge_index, y = data.x, data.edge_index, data.y
     model.train()
@@ -216,8 +215,7 @@ def train_model(name: str, model: torch.nn.Module, data, epochs: int, lr: float,
     best_val, best_test, best_epoch, loss_value = -1.0, 0.0, 0, float("nan")
     step_times = []
     with PeakMemory(device) as memory:
-        bar = tqdm(range(1, epochs + 1), desc=f"{name:>5}", disable=not progress, file=sys.stderr,
-                   dynamic_ncols=True)
+        bar = progress_bar(range(1, epochs + 1), desc=f"{name:>5}", unit="epoch", enabled=progress)
         for epoch in bar:
             model.train()
             _sync(device)
@@ -338,8 +336,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    from ._tools import require_for_command
     if args.epochs < 1:
         raise SystemExit("iognn train: --epochs must be at least 1")
+    # the progress bars; the real datasets are stored as pickled scipy matrices
+    require_for_command("iognn train", ("tqdm",) if args.dataset == "synthetic" else
+                        ("tqdm", "scipy"))
     try:
         report = run_training(args)
     except FileNotFoundError as error:

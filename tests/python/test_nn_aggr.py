@@ -6,6 +6,7 @@ import torch
 import torch_geometric.nn.aggr as pyg_aggr
 
 import iognn.nn.aggr as io_aggr
+from iognn.nn.aggr.resolver import from_pyg_aggregation
 
 from conftest import GRAPH_CASES, sizes, tolerance
 
@@ -217,7 +218,7 @@ def test_pyg_instances_convert_and_share_parameters():
     theirs = pyg_aggr.MultiAggregation(
         ["mean", pyg_aggr.StdAggregation(semi_grad=True), "softmax"], mode="proj",
         mode_kwargs={"in_channels": 4, "out_channels": 2})
-    ours = io_aggr.from_pyg_aggregation(theirs)
+    ours = from_pyg_aggregation(theirs)
     assert isinstance(ours, io_aggr.MultiAggregation)
     assert isinstance(ours.aggrs[1], io_aggr.StdAggregation) and ours.aggrs[1].semi_grad
     assert type(ours.aggrs[2]) is pyg_aggr.SoftmaxAggregation  # no iognn kernel: PyG's module

@@ -41,6 +41,7 @@ and ``transformer_attention(graph, q, k, v)`` with their defaults (negative slop
 from __future__ import annotations
 
 import copy
+import importlib
 import importlib.util
 import math
 from dataclasses import dataclass
@@ -49,7 +50,6 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from .lazy import optional_attr
 from .prepared import PreparedGraph
 
 Fn = Callable[..., Tensor]
@@ -102,7 +102,7 @@ class Case:
         return ()
 
     def make_layer(self, package: str, w: Workload, template=None) -> torch.nn.Module:
-        cls = optional_attr(package, self.layer_class)
+        cls = getattr(importlib.import_module(package), self.layer_class)
         args, kwargs = self.layer_args(w, template)
         return cls(*args, **kwargs)
 
@@ -175,11 +175,11 @@ class PropagateCase(Case):
         return lambda x: torch.sparse.mm(adj, x)
 
     def _iognn(self, g: PreparedGraph, w: Workload, _m) -> Fn:
-        propagate = optional_attr("iognn.ops.propagate", "propagate")
+        from ..ops.propagate import gcn_norm, propagate
         graph = g.iognn_graph(self.self_loops)
         weight = None
         if self.weighting == "gcn":
-            weight = optional_attr("iognn.ops.propagate", "gcn_norm")(graph)
+            weight = gcn_norm(graph)
         return lambda x: propagate(graph, x, weight, self.reduce)
 
     def layer_args(self, w: Workload, template=None):
@@ -223,12 +223,12 @@ class ReduceCase(Case):
         return lambda x: aggr(x.index_select(0, g.src), index=g.dst, dim_size=g.num_nodes)
 
     def _iognn(self, g: PreparedGraph, w: Workload, _m) -> Fn:
-        segment_reduce = optional_attr("iognn.ops.segment_reduce", "segment_reduce")
+        from ..ops.segment_reduce import segment_reduce
         graph = g.iognn_graph("keep")
         return lambda x: segment_reduce(graph, x, self.reduce)
 
     def _iognn_separate(self, g: PreparedGraph, w: Workload, _m) -> Fn:
-        segment_reduce = optional_attr("iognn.ops.segment_reduce", "segment_reduce")
+        from ..ops.segment_reduce import segment_reduce
         graph = g.iognn_graph("keep")
         return lambda x: torch.cat([segment_reduce(graph, x, r) for r in self.reduce], dim=-1)
 
@@ -251,7 +251,7 @@ class DegreeScalerCase(ReduceCase):
         return list(MULTI)
 
     def _aggregation(self, package: str = "torch_geometric.nn.aggr"):
-        cls = optional_attr(package, "DegreeScalerAggregation")
+        cls = importlib.import_module(package).DegreeScalerAggregation
         return cls(list(MULTI), list(PNA_SCALERS), deg=torch.tensor(PNA_DEGREE_HISTOGRAM))
 
     def op_impls(self, w: Workload) -> Dict[str, Builder]:
@@ -263,7 +263,7 @@ class DegreeScalerCase(ReduceCase):
         return lambda x: module.aggregate(graph, x)
 
     def _iognn_separate(self, g: PreparedGraph, w: Workload, _m) -> Fn:
-        segment_reduce = optional_attr("iognn.ops.segment_reduce", "segment_reduce")
+        from ..ops.segment_reduce import segment_reduce
         module = self._aggregation("iognn.nn.aggr").to(g.device)
         graph = g.iognn_graph("keep")
 
@@ -333,7 +333,8 @@ class AttentionCase(Case):
         return transformer
 
     def _iognn(self, g: PreparedGraph, w: Workload, _m) -> Fn:
-        function = optional_attr("iognn.ops.attention", self.function)
+        from ..ops import attention
+        function = getattr(attention, self.function)
         graph = g.iognn_graph("keep")
 
         def fn(*inputs):

@@ -147,6 +147,8 @@ def run_workloads_suite(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace, argv: Optional[Sequence[str]] = None) -> int:
     """Runs the benchmark described by parsed arguments (see :func:`main`)."""
+    from .._tools import require_for_command
+    require_for_command("iognn bench")  # the progress bar, the plots, the datasets' scipy pickles
     if args.suite == "workloads":
         return run_workloads_suite(args)
     argv = list(sys.argv[2:] if argv is None else argv)  # `iognn bench ...`: after the command

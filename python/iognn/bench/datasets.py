@@ -20,6 +20,7 @@ from typing import Callable, Dict, Optional, Tuple
 import numpy as np
 import torch
 
+from .._tools import require
 from ..datasets import candidate_roots
 from .graphs import simplify
 
@@ -58,6 +59,7 @@ def _planetoid(root: Path, name: str):
 
 
 def _npz_adjacency(root: Path, folder: str, file: str):
+    require(f"reading {file}", ("scipy",))  # the matrices are pickled scipy.sparse ones
     with np.load(root / folder / file, allow_pickle=True) as data, warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # pickled from scipy.sparse.csr
         adj = data["adj_matrix"].item().tocoo()  # a pickled scipy.sparse matrix

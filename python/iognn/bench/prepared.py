@@ -14,7 +14,6 @@ import torch
 from torch import Tensor
 
 from .graphs import degree_stats
-from .lazy import optional_attr
 
 
 class PreparedGraph:
@@ -47,8 +46,8 @@ class PreparedGraph:
     def iognn_graph(self, self_loops: str = "keep"):
         """``iognn.Graph`` with self-loop mode 'keep' or 'add_remaining' (built once)."""
         def build():
-            graph_cls = optional_attr("iognn", "Graph")
-            return graph_cls(self.edge_index, self.num_nodes, self_loops=self_loops)
+            from ..graph import Graph
+            return Graph(self.edge_index, self.num_nodes, self_loops=self_loops)
         return self._cached(("iognn", self_loops), build)
 
     # ---- PyG forms --------------------------------------------------------------------------
@@ -89,9 +88,9 @@ class PreparedGraph:
         return self._cached(("adj_t", weighting, dtype), build)
 
     def sparse_tensor_adj_t(self):
-        """``torch_sparse.SparseTensor`` adj_t (raises Unavailable without torch_sparse)."""
+        """``torch_sparse.SparseTensor`` adj_t (ModuleNotFoundError without torch_sparse)."""
         def build():
-            sparse_tensor = optional_attr("torch_sparse", "SparseTensor")
-            return sparse_tensor(row=self.dst, col=self.src,
+            from torch_sparse import SparseTensor
+            return SparseTensor(row=self.dst, col=self.src,
                                  sparse_sizes=(self.num_nodes, self.num_nodes))
         return self._cached("sparse_tensor", build)

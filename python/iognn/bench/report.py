@@ -141,6 +141,8 @@ def _grid(rows: List[dict], impl: str, key: str) -> Tuple[List[str], List[str], 
 
 def heatmap(rows: List[dict], key: str, title: str, path: str) -> None:
     """One panel per non-reference implementation with data; colour = log2 of the ratio."""
+    from .._tools import require
+    require("iognn.bench's plots", ("matplotlib",))
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

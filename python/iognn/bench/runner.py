@@ -3,7 +3,8 @@
 Per graph: load it once onto the device (``PreparedGraph``, which also holds its iognn Graphs),
 then for every workload generate the rotated input sets and, in layer mode, the PyG module; then
 measure every implementation on the same inputs and the same parameters. Failures are results:
-an absent implementation is 'unavailable', ``NotImplementedError`` (an iognn op without a kernel
+an implementation whose module is not installed (``ModuleNotFoundError``: torch_sparse, say) is
+'unavailable', ``NotImplementedError`` (an iognn op without a kernel
 on this device) 'not_implemented', ``torch.OutOfMemoryError`` 'oom', anything else 'error' with
 its message. ``torch.cuda.empty_cache()`` runs between implementations.
 
@@ -32,7 +33,6 @@ from torch import Tensor
 from .cases import Workload
 from .floor import floor_bytes, measure_bandwidth
 from .graphs import is_synthetic, load_graph
-from .lazy import Unavailable
 from .prepared import PreparedGraph
 from .suites import BenchConfig
 from .timing import Step, measure
@@ -65,7 +65,7 @@ class Reference:
 
 def classify(exc: BaseException) -> Tuple[str, str]:
     """(status, one-line message) of an exception raised by an implementation."""
-    if isinstance(exc, Unavailable):
+    if isinstance(exc, ModuleNotFoundError):  # an optional implementation not installed
         status = "unavailable"
     elif isinstance(exc, torch.OutOfMemoryError):
         status = "oom"
@@ -123,7 +123,7 @@ class Runner:
             torch.set_num_threads(threads)
 
     def _run(self, command: str, checkpoint) -> dict:
-        from tqdm.auto import tqdm
+        from .._progress import progress_bar
         started = time.perf_counter()
         bandwidth = measure_bandwidth(self.device)
         workloads = self.cfg.workloads()
@@ -133,8 +133,8 @@ class Runner:
                   "config": self.cfg.as_json(), "device": self._device_info(bandwidth),
                   "versions": versions(),
                   "graphs": [], "skipped_graphs": [], "results": []}
-        with tqdm(total=total, desc="iognn bench", unit="case", disable=not self.progress,
-                  file=sys.stderr, dynamic_ncols=True) as bar:
+        with progress_bar(total=total, desc="iognn bench", unit="case",
+                          enabled=self.progress) as bar:
             for spec in self.cfg.graphs:
                 bar.set_description(f"loading {spec}")
                 graph = self._load(spec, report)
@@ -149,10 +149,7 @@ class Runner:
                 report["elapsed_s"] = round(time.perf_counter() - started, 2)
                 message = (f"{spec}: measured in {time.perf_counter() - graph_start:.1f} s "
                            f"({report['elapsed_s']:.0f} s so far)")
-                if self.progress:
-                    bar.write(message, file=sys.stderr)
-                else:
-                    print(message, file=sys.stderr)
+                bar.write(message, file=sys.stderr)
                 if checkpoint is not None:
                     checkpoint(report)
         report["elapsed_s"] = round(time.perf_counter() - started, 2)

@@ -3,9 +3,7 @@ from .base import Aggregation
 from .basic import (MaxAggregation, MeanAggregation, MinAggregation, StdAggregation,
                     SumAggregation, VarAggregation)
 from .multi import MultiAggregation
-from .resolver import from_pyg_aggregation, resolve_aggregation
 from .scaler import DegreeScalerAggregation
 
 __all__ = ["Aggregation", "SumAggregation", "MeanAggregation", "MinAggregation", "MaxAggregation",
-           "VarAggregation", "StdAggregation", "MultiAggregation", "DegreeScalerAggregation",
-           "resolve_aggregation", "from_pyg_aggregation"]
+           "VarAggregation", "StdAggregation", "MultiAggregation", "DegreeScalerAggregation"]

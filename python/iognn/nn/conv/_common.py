@@ -12,7 +12,8 @@ from ...ops import _checks
 from ...ops.propagate import propagate_csr
 from .._amp import like
 from .._graph import csr_weights, messages_graph
-from ..aggr import MeanAggregation, SumAggregation, resolve_aggregation
+from ..aggr import MeanAggregation, SumAggregation
+from ..aggr.resolver import resolve_aggregation
 from ..aggr.base import aggregate_with
 
 # Aggregations PyG runs through message_and_aggregate (its "fused" path) on sparse inputs.
