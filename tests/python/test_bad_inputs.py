@@ -790,6 +790,43 @@ def test_edge_attr_width_not_edge_dim_layer(device, name, width):
                                           EDGE_INDEX.to(device), values.to(device)))
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool], ids=str)
+@pytest.mark.parametrize("name", LAYER_NAMES)
+def test_non_float_features_layer(device, name, dtype):
+    # PyG: a dtype error inside the first matmul (or a result); iognn names x.
+    x = torch.ones(NUM_NODES, F_IN, dtype=dtype, device=device)
+    layer_error_then_valid(name, device, TypeError, "x must be float32, float64, float16 or bfloat16",
+                           lambda m: call(m, x, EDGE_INDEX.to(device)))
+
+
+def test_edge_attr_checks_of_gine_and_pna(device):
+    """GINEConv and PNAConv name edge_attr when its width is not edge_dim and x when it is not
+    floating point; valid calls then work."""
+    from torch_geometric.utils import degree
+    deg = torch.bincount(degree(EDGE_INDEX[1], NUM_NODES).long())
+    layers = {"GINEConv": io_nn.GINEConv(torch.nn.Linear(F_IN, F_OUT), edge_dim=EDGE_DIM),
+              "PNAConv": io_nn.PNAConv(F_IN, F_OUT, ["mean", "max"], ["identity"], deg,
+                                    edge_dim=EDGE_DIM)}
+    ei = EDGE_INDEX.to(device)
+    x = features(NUM_NODES).to(device)
+    for name, layer in layers.items():
+        layer = layer.to(device)
+        with pytest.raises(ValueError, match=rf"{name}: edge_attr must have shape "
+                                             rf"\[num_edges, edge_dim={EDGE_DIM}\]"):
+            layer(x, ei, edge_attr=torch.randn(ei.size(1), EDGE_DIM + 1, device=device))
+        with pytest.raises(TypeError, match="x must be float32"):
+            layer(x.long(), ei, edge_attr=torch.randn(ei.size(1), EDGE_DIM, device=device))
+        out = layer(x, ei, edge_attr=torch.randn(ei.size(1), EDGE_DIM, device=device))
+        assert out.shape == (NUM_NODES, F_OUT) and torch.isfinite(out).all()
+
+
+def test_transformer_refuses_batched_features(device):
+    # As GATConv and GATv2Conv (PyG fails deep inside with a size mismatch).
+    layer = io_nn.TransformerConv(F_IN, F_OUT, heads=HEADS).to(device)
+    with pytest.raises(ValueError, match="TransformerConv: node features must be 2-D"):
+        layer(features(NUM_NODES).to(device).expand(2, -1, -1), EDGE_INDEX.to(device))
+
+
 @pytest.mark.parametrize("name", LAYER_NAMES)
 def test_feature_width_not_in_channels_layer(device, name):
     # The input projection refuses the width, as in PyG (same exception and message).

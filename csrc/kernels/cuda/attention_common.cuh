@@ -46,8 +46,8 @@ constexpr int kMergeBatch = 4;    // heavy-row partial states loaded at once whe
 
 // Resident blocks per SM a kernel is compiled for (launch bounds): the policy's figure for its
 // pass (kBlocksForward / kBlocksDst / kBlocksSrc: 4 blocks = <= 64 registers and 32 warps per SM
-// to hide the gathers' latency, 2 = <= 128 registers), measured per variant on an H200 (heavier
-// passes spill when squeezed); 1 with fp64 accumulation, whose values take two registers.
+// to hide the gathers' latency, 2 = <= 128 registers), chosen per variant (heavier passes spill
+// when squeezed); 1 with fp64 accumulation, whose values take two registers.
 enum class Pass { kForward, kDst, kSrc };
 template <class V, Pass P>
 constexpr int min_blocks() {

@@ -32,8 +32,8 @@
 // read back to the host: the segment kernel's grid is sized from the host-side bound max_slots
 // (its surplus blocks exit at once), the slot-table and merge kernels loop over the heavy rows
 // found with a grid of a few resident waves (their bound, max_heavy, is far above the rows found
-// on most graphs, and launching that many 512-thread blocks cost ~250 us a call even when they all
-// exit: H100, uniform:1000000:16, backward). When the caller knows the CSR's longest row (a Graph
+// on most graphs, and launching that many 512-thread blocks costs more than the merge itself even
+// when they all exit). When the caller knows the CSR's longest row (a Graph
 // does: both builds measure it) and no row is heavy, the plan is empty and a call is the light
 // kernel alone: one launch.
 #pragma once
@@ -78,8 +78,7 @@ __host__ __device__ inline size_t align_up(size_t n, size_t a) { return (n + a -
 // hold for any valid CSR (rowptr[num_rows] == E), and the kernels stay in bounds for any other.
 // A group's time is a chain of dependent loads as long as its row or segment, so below 2M edges
 // (too few rows to keep the GPU busy while the longest light rows finish) segments and the heavy
-// threshold shrink with E, down to 32 / 64 edges (H200, amazon_photo: 7.6k rows of mean degree 31,
-// F = 128: min forward + backward 394 -> 246 us, sum 272 -> 185 us). Graphs of 2M edges or more
+// threshold shrink with E, down to 32 / 64 edges. Graphs of 2M edges or more
 // keep 128 / 256.
 struct HeavyPlan {
   int64_t segment_edges = 0;
@@ -345,8 +344,8 @@ __device__ __forceinline__ void merge_slots(const Op& op, const HeavyRows& hr, i
 // rows) are merged by one group alone, the groups of the grid striding over the tasks: no shared
 // memory, no barrier. Longer rows are merged by a whole block, the blocks striding over their
 // tasks: group g merges the contiguous run [nseg*g/groups, nseg*(g+1)/groups) of the slots, then
-// group 0 merges the groups' States in group order. (One block per task for every row cost a
-// propagate call on powerlaw:1000000:16 about 75 us of barriers and idle groups: H200.)
+// group 0 merges the groups' States in group order. (One block per task for every row spends most
+// of its time in barriers and idle groups when rows have few slots, as most heavy rows do.)
 constexpr int64_t kSoloSegments = 16;
 
 template <class Op>

@@ -35,10 +35,8 @@ namespace sr {
 // may name the edge as the sole holder or is tagged, the rest byte only in long rows and for
 // tagged codes, and the result only where tagged (segment_extremum.h).
 // (Tabulating the shares extremum_share(o, count, g) in step 1 instead, with every code tagged,
-// made an edge read the result and the share, 2 * sizeof(acc) bytes a feature, where 16-bit codes
-// read 2: H100, fp32 min + max + mean + std backward 20.8 -> 17.3
-// ms on uniform:1000000:16, 13.9 -> 14.0 on powerlaw:1000000:16, and two [num_dst, F] fp32
-// tables fewer: 976 MiB of the peak.)
+// would make an edge read the result and the share, 2 * sizeof(acc) bytes a feature, where the
+// codes read 1-2, and would keep two more [num_dst, F] fp32 tables alive.)
 struct BackwardTable {
   // a, b: [num_dst, F] acc arrays when present; partial: [num_src, F] acc, the linear part of
   // grad_x between the two passes of a split backward when T is narrower than acc (else grad_x
@@ -242,9 +240,7 @@ size_t backward_slot_bytes(int64_t F) {
 // One pass of the backward: kExtrema, the min / max pass (at most kExtremumVec features a lane),
 // else the linear pass (sum, mean, var, std). Reductions of both kinds run both passes, the
 // linear one first (split_backward): one kernel for both, under the register cap the linear
-// gather needs, spilled the extremum sweep's loads and could not pipeline them (H100, backward,
-// one kernel -> two: sum+min -12% to -22%, bf16 min+max+mean+std -9% on powerlaw:1000000:16,
-// +2% on uniform:1000000:16).
+// gather needs, spills the extremum sweep's loads and cannot pipeline them.
 template <typename T, typename index_t, bool kExtrema>
 struct BackwardOp {
   using acc = acc_t<T>;
@@ -255,11 +251,10 @@ struct BackwardOp {
   static constexpr int kExtremumBatch = 2;
   // Blocks of kLightThreads per SM the light / segment kernels are compiled for, a register cap:
   // 3 (~80 registers, 24 warps per SM in flight to hide the gathers) for the linear pass, 4 (64,
-  // 32 warps) for the extremum pass (ptxas spills 28 bytes there with int32 indices, 108-140 with
-  // int64; at 3 blocks it spills none and runs slower: H100, fp32 min 4.5 -> 5.3 ms on
-  // powerlaw:1000000:16). That pass alone takes its indices in tiles (for_edge_batches). H200,
-  // uniform:1000000:16, backward: fp32 min 5.71 -> 4.83 ms, min+max 9.84 -> 8.32 ms; in the
-  // linear pass tiles cost more than they saved (fp32 sum 4.41 -> 4.58 ms).
+  // 32 warps) for the extremum pass (ptxas spills a little there, yet the extra warps hide more
+  // latency than the spills cost). That pass alone takes its indices in tiles
+  // (for_edge_batches): it waits on them between batches, while the linear pass's registers are
+  // better spent on gathers.
   static constexpr int kMinBlocks = kExtrema ? 4 : 3;
   static constexpr bool kWholeRow = false, kMerges = true;  // (csr_schedule.cuh)
   static constexpr bool kTiledIndices = kExtrema;
@@ -404,9 +399,7 @@ struct BackwardOp {
   // The min and / or max sweep of NS reductions over the out-edges [begin, end), U edges a batch,
   // pipelined: a batch's lead bytes are loaded before the previous batch's gradients are loaded
   // and folded, so that a batch waits for one round trip (its gradients) instead of two; one byte
-  // a feature makes the held batch cheap (a register per pack of 4 features). H100,
-  // uniform:1000000:16, backward with byte-plane codes, without -> with: fp32 min 5.49 -> 4.92
-  // ms, min+max 8.21 -> 7.55 ms.
+  // a feature makes the held batch cheap (a register per pack of 4 features).
   template <int VEC, int U, int NS>
   __device__ void sweep_extrema(State<VEC>& s, const T* xj, int64_t begin, int64_t end,
                                 int64_t f0, const GroupLanes& lanes, const int (&slot)[NS],

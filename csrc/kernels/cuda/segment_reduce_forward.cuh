@@ -55,13 +55,12 @@ inline unsigned forward_parts(const std::vector<SegmentReduce>& reduces) {
 }
 
 // kScaled: PNA's degree scalers in the epilogue, a kernel of its own so that the plain kernel keeps
-// its registers (the scaled epilogue takes 16 more, 56 -> 72 for fp32 with int32 indices: in one
-// kernel with a runtime switch, the plain forward on an H200 slowed by ~20%).
+// its registers (the scaled epilogue takes 16 more; a runtime switch would make every forward pay
+// them in warps in flight).
 // kParts: the parts the kernel keeps, fixed at compile time so that a single reduction holds only
 // its own State in registers (kRuntimeParts / kRuntimeFirst: switched by want_*). With all four
 // a bf16 lane of 8 features needed 95 registers, a quarter of the SM's threads. The first-holder
-// fields, once switched at run time, held their registers in PNA's scaled kernel too (fp32: 80
-// registers, 72 without; pna forward on an H200 10.3 -> 6.8 ms on powerlaw:1000000:16).
+// fields, once switched at run time, would hold their registers in PNA's scaled kernel too.
 template <typename T, typename index_t, bool kScaled, unsigned kParts>
 struct ForwardOp {
   using acc = acc_t<T>;
@@ -136,8 +135,8 @@ struct ForwardOp {
 
   // Folds edges [begin, end) in CSR order; kEdgeUnroll gathers are in flight before their use.
   // Each batch loads its own column indices (every lane the same address), not a tile of them
-  // per group (for_edge_batches): tiles took 9 more registers (fp32 min: 46 -> 55, a fifth of
-  // the warps in flight), and the gathers need warps more than they need the index loads.
+  // per group (for_edge_batches): tiles take 9 more registers (a fifth of the warps in flight),
+  // and the gathers need warps more than they need the index loads.
   template <int VEC>
   __device__ void accumulate(State<VEC>& s, int64_t, int64_t begin, int64_t end, int64_t f0,
                              const GroupLanes&) const {

@@ -33,15 +33,37 @@ def glorot_(weight: Optional[Tensor]) -> None:
 
 
 class Linear(torch.nn.Module):
-    """``y = x W^T + b``.
+    r"""Dense affine layer, replacing ``torch_geometric.nn.Linear`` (PyG's ``torch.nn.Linear``
+    with lazy input size and selectable initialisers).
+
+    .. math::
+        \mathbf{y} = \mathbf{x} \mathbf{W}^{\top} + \mathbf{b}
+
+    ``weight`` is ``[out_channels, in_channels]`` and ``bias`` ``[out_channels]``, drawn by the
+    same initialisers in the same order as PyG's, so a layer built after ``torch.manual_seed(s)``
+    holds PyG's weights.
 
     Args:
-        in_channels: input size, or ``-1`` (any value <= 0) for lazy initialisation.
-        out_channels: output size.
-        bias: learn an additive bias.
-        weight_initializer: ``None`` or ``'kaiming_uniform'`` (PyTorch's default, a=sqrt(5)),
-            ``'glorot'`` or ``'uniform'`` (±1/sqrt(in_channels)).
-        bias_initializer: ``None`` (uniform ±1/sqrt(in_channels)) or ``'zeros'``.
+        in_channels (int): Size of each input sample; ``-1`` (any value ``<= 0``) leaves
+            ``weight`` uninitialised until the first call, which reads the size from the input's
+            last dimension and draws the weights (a ``state_dict`` with a materialised weight
+            also fixes it on load).
+        out_channels (int): Size of each output sample.
+        bias (bool, optional): Learn the additive bias :math:`\mathbf{b}`. (default: ``True``)
+        weight_initializer (str, optional): ``'glorot'`` (uniform in
+            :math:`\pm\sqrt{6 / (F_{in} + F_{out})}`), ``'uniform'`` (uniform in
+            :math:`\pm 1/\sqrt{F_{in}}`), ``'kaiming_uniform'`` or ``None`` (both PyTorch's
+            default: Kaiming uniform with :math:`a = \sqrt{5}`). Any other value raises
+            ``ValueError``. (default: ``None``)
+        bias_initializer (str, optional): ``'zeros'``, or ``None`` (uniform in
+            :math:`\pm 1/\sqrt{F_{in}}`). (default: ``None``)
+
+    Shapes:
+        - **input:** ``x`` ``[*, F_in]``
+        - **output:** ``[*, F_out]``
+
+    iognn differences:
+        Cannot be compiled with ``torch.jit.script`` (use ``torch.compile``).
     """
 
     def __init__(self, in_channels: int, out_channels: int, bias: bool = True,

@@ -28,7 +28,34 @@ from .._graph import cached_graph
 
 
 class Aggregation(torch.nn.Module):
-    """Base class; subclasses implement :meth:`aggregate`."""
+    r"""Base class of iognn's aggregations, replacing ``torch_geometric.nn.aggr.Aggregation``.
+
+    An aggregation reduces a set of messages into one vector per group:
+
+    .. math::
+        \mathbf{r}_g = \mathrm{reduce} \left( \{ \mathbf{x}_e : \mathrm{index}_e = g \} \right),
+        \qquad g = 0, \ldots, G - 1
+
+    and a group without messages gets 0. Called as PyG's, ``aggr(x, index=None, ptr=None,
+    dim_size=None, dim=-2)``: message ``e`` is the ``e``-th slice of ``x`` along ``dim`` and
+    goes to group ``index[e]``; ``ptr`` (CSR offsets of sorted messages) may replace ``index``;
+    with neither, everything goes to one group. ``dim_size`` is :math:`G`; without it
+    ``index.max() + 1`` is read (a device sync; required under ``torch.compile``). The grouping
+    is cached per ``index``/``ptr`` tensor, so a fixed ``batch`` vector is sorted once. Layers
+    call :meth:`aggregate` on their own ``iognn.Graph`` instead. Subclasses implement
+    :meth:`aggregate`.
+
+    Shapes:
+        - **input:** ``x`` ``[*, E, *, F]`` (messages along ``dim``); ``index`` ``[E]`` (int32 or
+          int64) or ``ptr`` ``[G + 1]``; ``dim_size`` :math:`G` (optional).
+        - **output:** ``x``'s shape with ``E`` replaced by ``G`` along ``dim`` (the last
+          dimension may change for multi-aggregations).
+
+    iognn differences:
+        - A ``ptr`` that is not non-decreasing with ``ptr[0] = 0`` and ``ptr[-1] = E`` raises
+          ``ValueError`` (PyG drops messages or reads out of range).
+        - Cannot be compiled with ``torch.jit.script`` (use ``torch.compile``).
+    """
 
     def reset_parameters(self) -> None:
         """Re-initialises learnable parameters (none by default)."""

@@ -32,27 +32,111 @@ class _Reduction(Aggregation):
 
 
 class SumAggregation(_Reduction):
-    """Drop-in for ``torch_geometric.nn.aggr.SumAggregation``."""
+    r"""Sum of each group's messages, replacing ``torch_geometric.nn.aggr.SumAggregation``.
+
+    .. math::
+        \mathrm{sum}(\mathcal{X}) = \sum_{\mathbf{x}_i \in \mathcal{X}} \mathbf{x}_i
+
+    Args:
+        None. Called as ``aggr(x, index=None, ptr=None, dim_size=None, dim=-2)`` (see
+        :class:`Aggregation`).
+
+    Shapes:
+        - **input:** ``x`` ``[*, E, *, F]`` (messages along ``dim``, default -2); ``index``
+          ``[E]`` or ``ptr`` ``[G + 1]``; ``dim_size`` :math:`G` (optional).
+        - **output:** ``x``'s shape with ``E`` replaced by ``G`` along ``dim``; an empty group
+          gives 0.
+    """
     reduce = "sum"
 
 
 class MeanAggregation(_Reduction):
-    """Drop-in for ``torch_geometric.nn.aggr.MeanAggregation``."""
+    r"""Mean of each group's messages, replacing ``torch_geometric.nn.aggr.MeanAggregation``.
+
+    .. math::
+        \mathrm{mean}(\mathcal{X}) = \frac{1}{|\mathcal{X}|}
+        \sum_{\mathbf{x}_i \in \mathcal{X}} \mathbf{x}_i
+
+    Args:
+        None. Called as ``aggr(x, index=None, ptr=None, dim_size=None, dim=-2)`` (see
+        :class:`Aggregation`).
+
+    Shapes:
+        - **input:** ``x`` ``[*, E, *, F]`` (messages along ``dim``, default -2); ``index``
+          ``[E]`` or ``ptr`` ``[G + 1]``; ``dim_size`` :math:`G` (optional).
+        - **output:** ``x``'s shape with ``E`` replaced by ``G`` along ``dim``; an empty group
+          gives 0.
+    """
     reduce = "mean"
 
 
 class MinAggregation(_Reduction):
-    """Drop-in for ``torch_geometric.nn.aggr.MinAggregation``."""
+    r"""Feature-wise minimum of each group's messages, replacing
+    ``torch_geometric.nn.aggr.MinAggregation``.
+
+    .. math::
+        \mathrm{min}(\mathcal{X}) = \min_{\mathbf{x}_i \in \mathcal{X}} \mathbf{x}_i
+
+    The gradient of a tie is split evenly among the tied messages, as PyG's scatter does.
+
+    Args:
+        None. Called as ``aggr(x, index=None, ptr=None, dim_size=None, dim=-2)`` (see
+        :class:`Aggregation`).
+
+    Shapes:
+        - **input:** ``x`` ``[*, E, *, F]`` (messages along ``dim``, default -2); ``index``
+          ``[E]`` or ``ptr`` ``[G + 1]``; ``dim_size`` :math:`G` (optional).
+        - **output:** ``x``'s shape with ``E`` replaced by ``G`` along ``dim``; an empty group
+          gives 0.
+    """
     reduce = "min"
 
 
 class MaxAggregation(_Reduction):
-    """Drop-in for ``torch_geometric.nn.aggr.MaxAggregation``."""
+    r"""Feature-wise maximum of each group's messages, replacing
+    ``torch_geometric.nn.aggr.MaxAggregation``.
+
+    .. math::
+        \mathrm{max}(\mathcal{X}) = \max_{\mathbf{x}_i \in \mathcal{X}} \mathbf{x}_i
+
+    The gradient of a tie is split evenly among the tied messages, as PyG's scatter does.
+
+    Args:
+        None. Called as ``aggr(x, index=None, ptr=None, dim_size=None, dim=-2)`` (see
+        :class:`Aggregation`).
+
+    Shapes:
+        - **input:** ``x`` ``[*, E, *, F]`` (messages along ``dim``, default -2); ``index``
+          ``[E]`` or ``ptr`` ``[G + 1]``; ``dim_size`` :math:`G` (optional).
+        - **output:** ``x``'s shape with ``E`` replaced by ``G`` along ``dim``; an empty group
+          gives 0.
+    """
     reduce = "max"
 
 
 class VarAggregation(_Reduction):
-    """Drop-in for ``torch_geometric.nn.aggr.VarAggregation(semi_grad=False)``."""
+    r"""Feature-wise variance of each group's messages, replacing
+    ``torch_geometric.nn.aggr.VarAggregation``.
+
+    .. math::
+        \mathrm{var}(\mathcal{X}) = \mathrm{mean}(\{ \mathbf{x}_i^2 : \mathbf{x}_i \in
+        \mathcal{X} \}) - \mathrm{mean}(\mathcal{X})^2
+
+    The population variance by PyG's formula (not Welford's), computed in one fused pass.
+
+    Args:
+        semi_grad (bool, optional): Let no gradient flow through the
+            :math:`\mathrm{mean}(\mathbf{x}^2)` term (PyG's memory-saving option; computed as
+            two means instead of the fused reduction). Inside a ``MultiAggregation`` it applies
+            to every var/std child once one ``VarAggregation`` child sets it, as in PyG.
+            (default: ``False``)
+
+    Shapes:
+        - **input:** ``x`` ``[*, E, *, F]`` (messages along ``dim``, default -2); ``index``
+          ``[E]`` or ``ptr`` ``[G + 1]``; ``dim_size`` :math:`G` (optional).
+        - **output:** ``x``'s shape with ``E`` replaced by ``G`` along ``dim``; an empty group
+          gives 0.
+    """
     reduce = "var"
 
     def __init__(self, semi_grad: bool = False):
@@ -66,7 +150,27 @@ class VarAggregation(_Reduction):
 
 
 class StdAggregation(_Reduction):
-    """Drop-in for ``torch_geometric.nn.aggr.StdAggregation(semi_grad=False)``."""
+    r"""Feature-wise standard deviation of each group's messages, replacing
+    ``torch_geometric.nn.aggr.StdAggregation``.
+
+    .. math::
+        \mathrm{std}(\mathcal{X}) = \sqrt{\max(\mathrm{var}(\mathcal{X}), 10^{-5})}
+
+    with :math:`\mathrm{var}` as in :class:`VarAggregation`; results at or below
+    :math:`\sqrt{10^{-5}}` are set to 0, as in PyG.
+
+    Args:
+        semi_grad (bool, optional): Let no gradient flow through the
+            :math:`\mathrm{mean}(\mathbf{x}^2)` term of the variance (see
+            :class:`VarAggregation`; inside a ``MultiAggregation`` the group's var setting
+            applies instead). (default: ``False``)
+
+    Shapes:
+        - **input:** ``x`` ``[*, E, *, F]`` (messages along ``dim``, default -2); ``index``
+          ``[E]`` or ``ptr`` ``[G + 1]``; ``dim_size`` :math:`G` (optional).
+        - **output:** ``x``'s shape with ``E`` replaced by ``G`` along ``dim``; an empty group
+          gives 0.
+    """
     reduce = "std"
 
     def __init__(self, semi_grad: bool = False):

@@ -26,16 +26,42 @@ _DENSE_MODES = ("sum", "mean", "max", "min", "logsumexp", "std", "var")
 
 
 class MultiAggregation(Aggregation):
-    """Drop-in for ``torch_geometric.nn.aggr.MultiAggregation``.
+    r"""Several aggregations combined, replacing ``torch_geometric.nn.aggr.MultiAggregation``
+    (Corso et al., "Principal Neighbourhood Aggregation for Graph Nets", NeurIPS 2020; Tailor et
+    al., "Adaptive Filters and Aggregator Fusion for Efficient Graph Convolutions", 2021).
+
+    .. math::
+        \mathbf{r}_g = \mathrm{combine} \left( \mathrm{aggr}_1(\mathcal{X}_g), \ldots,
+        \mathrm{aggr}_K(\mathcal{X}_g) \right)
+
+    where ``combine`` concatenates (``'cat'``), projects the concatenation with a ``Linear``
+    (``'proj'``) or reduces the :math:`K` results element-wise. The children that are iognn
+    reductions (sum, mean, min, max, var, std) run in one fused pass over the messages; others
+    (a PyG aggregation without an iognn kernel, a nested MultiAggregation) run on their own.
 
     Args:
-        aggrs: aggregations (names, iognn or PyG Aggregation instances).
-        aggrs_kwargs: one dict of constructor arguments per name in ``aggrs``.
-        mode: ``'cat'`` (default), ``'proj'`` (a Linear over the concatenation; needs
-            ``in_channels`` and ``out_channels`` in ``mode_kwargs``) or a dense reduction over the
-            results (``'sum' | 'mean' | 'max' | 'min' | 'logsumexp' | 'std' | 'var'``).
-            ``'attn'`` is not supported (ValueError).
-        mode_kwargs: ``in_channels``/``out_channels`` and, for 'proj', Linear arguments.
+        aggrs (list): Aggregations: names (``'mean'``, ``'max'``, ...), iognn or PyG
+            aggregation modules.
+        aggrs_kwargs (list of dict, optional): Constructor arguments, one dict per entry of
+            ``aggrs`` (a length mismatch raises ``ValueError``). (default: ``None``)
+        mode (str, optional): How results are combined: ``'cat'``, ``'proj'`` (needs
+            ``in_channels`` and ``out_channels`` in ``mode_kwargs`` and at least two
+            aggregations), or ``'sum'``, ``'mean'``, ``'max'``, ``'min'``, ``'logsumexp'``,
+            ``'std'``, ``'var'``. (default: ``'cat'``)
+        mode_kwargs (dict, optional): ``in_channels`` / ``out_channels`` and, for ``'proj'``,
+            further ``Linear`` arguments (e.g. ``bias``). (default: ``None``)
+
+    Shapes:
+        - **input:** as :class:`Aggregation`: ``x`` ``[*, E, *, F]``, ``index`` ``[E]`` or
+          ``ptr`` ``[G + 1]``, ``dim_size`` :math:`G`.
+        - **output:** ``[*, G, *, K * F]`` for ``'cat'``, ``[*, G, *, out_channels]`` for
+          ``'proj'``, ``[*, G, *, F]`` for the element-wise modes.
+
+    iognn differences:
+        - ``MultiAggregation(['mean', 'mean'])`` gives two means (in PyG the first is the raw
+          sum, a PyG bug).
+        - ``mode='attn'`` raises ``ValueError`` (a PyG instance with ``mode='attn'`` passed as
+          a layer's ``aggr`` runs as PyG's module).
     """
 
     def __init__(self, aggrs: List[Union[Aggregation, str]],

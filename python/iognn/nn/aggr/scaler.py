@@ -15,26 +15,51 @@ SCALERS = ("identity", "amplification", "attenuation", "linear", "inverse_linear
 
 
 class DegreeScalerAggregation(Aggregation):
-    """Drop-in for ``torch_geometric.nn.aggr.DegreeScalerAggregation``.
+    r"""Aggregation scaled by functions of the degree, replacing
+    ``torch_geometric.nn.aggr.DegreeScalerAggregation`` (Corso et al., "Principal Neighbourhood
+    Aggregation for Graph Nets", NeurIPS 2020).
 
-    ``out = cat_s(scaler_s(deg) * aggr(x))`` over the scalers, with ``deg`` the number of messages
-    of each destination (its in-degree) and the normalisers ``avg_deg_lin`` / ``avg_deg_log``
-    (buffers, or parameters with ``train_norm``) from the degree histogram ``deg``:
-    amplification ``log(d + 1) / avg_deg_log``, attenuation ``avg_deg_log / log(max(d, 1) + 1)``,
-    linear ``d / avg_deg_lin``, inverse_linear ``avg_deg_lin / max(d, 1)``.
+    .. math::
+        \mathbf{r}_g = \big\Vert_{s \in \mathrm{scalers}} \; s(d_g) \cdot
+        \mathrm{aggr}(\mathcal{X}_g)
 
-    When the aggregation is one fused reduction (a basic aggregation, or a ``'cat'``
-    MultiAggregation of distinct sum / mean / min / max / var / std), the scalers run in the
-    reduction kernel's epilogue: the ``[N, S]`` factors are computed once, and the kernel writes
-    the scaled blocks directly (equal to PyG's ``out * scaler`` in every dtype). Other
-    aggregations are computed first and scaled after.
+    with :math:`d_g` the number of messages of group :math:`g` (a node's in-degree) and
+
+    .. math::
+        s_{\mathrm{identity}} = 1, \quad
+        s_{\mathrm{amplification}} = \frac{\log(d + 1)}{\delta_{\log}}, \quad
+        s_{\mathrm{attenuation}} = \frac{\delta_{\log}}{\log(\max(d, 1) + 1)}, \quad
+        s_{\mathrm{linear}} = \frac{d}{\delta_{\mathrm{lin}}}, \quad
+        s_{\mathrm{inverse\_linear}} = \frac{\delta_{\mathrm{lin}}}{\max(d, 1)}
+
+    where :math:`\delta_{\mathrm{lin}}` (``avg_deg_lin``) and :math:`\delta_{\log}`
+    (``avg_deg_log``) are the mean of :math:`d` and of :math:`\log(d + 1)` over the histogram
+    ``deg``. When ``aggr`` is one fused reduction (a basic aggregation, or a ``'cat'``
+    MultiAggregation of distinct sum/mean/min/max/var/std), the scaling runs inside the
+    reduction kernel; other aggregations are computed first and scaled after.
 
     Args:
-        aggr: a name, a list of names (a MultiAggregation) or an Aggregation.
-        scaler: a scaler name or a list of them.
-        deg: histogram of in-degrees of the training graphs (``deg[d]`` = nodes of degree d).
-        train_norm: learn the normalisers.
-        aggr_kwargs: constructor arguments of the aggregation(s).
+        aggr (str or list or Aggregation): The aggregation: a name, a list of names (a
+            ``MultiAggregation``, concatenated) or a module.
+        scaler (str or list of str): One or more of ``'identity'``, ``'amplification'``,
+            ``'attenuation'``, ``'linear'``, ``'inverse_linear'`` (others: ``ValueError``).
+        deg (Tensor): In-degree histogram of the training graphs (``deg[d]`` = number of nodes
+            with ``d`` in-edges).
+        train_norm (bool, optional): Make :math:`\delta_{\mathrm{lin}}`, :math:`\delta_{\log}`
+            trainable parameters (else buffers). (default: ``False``)
+        aggr_kwargs (list of dict or dict, optional): Constructor arguments of the
+            aggregation(s): one dict per name for a list, else one dict. (default: ``None``)
+
+    Shapes:
+        - **input:** as :class:`Aggregation`: ``x`` ``[*, E, *, F]``, ``index`` ``[E]`` or
+          ``ptr`` ``[G + 1]``, ``dim_size`` :math:`G`.
+        - **output:** ``[*, G, *, S * F']``, :math:`S` scalers times the width ``F'`` of
+          ``aggr``'s result (``K * F`` for a list of :math:`K` names).
+
+    iognn differences:
+        - Works when called with ``ptr`` only (PyG raises ``NotImplementedError``).
+        - ``DegreeScalerAggregation('mean', [scalers])`` works (PyG fails: it wraps the list of
+          scalers in another list).
     """
 
     def __init__(self, aggr: Union[str, List[str], Aggregation], scaler: Union[str, List[str]],

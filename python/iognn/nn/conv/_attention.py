@@ -7,11 +7,13 @@ from typing import Optional, Tuple
 from torch import Tensor
 
 from .._graph import _EDGE_INDEX, Adjacency, is_edge_index, message_sizes, sparse_like
+from ._common import check_float_features
 
 
 def check_static(layer: str, x: Tensor) -> None:
     """The attention layers' features are ``[N, F]``: a batch ``[B, N, F]`` is refused (PyG:
     "Static graphs not supported")."""
+    check_float_features(layer, x)
     if x.dim() != 2:
         raise ValueError(f"{layer}: node features must be 2-D [num_nodes, channels], got shape "
                          f"{list(x.shape)} (static-graph batches are not supported, as in PyG)")

@@ -198,10 +198,22 @@ def check_edge_values(layer: str, name: str, values, graph, edge_dim: Optional[i
                          f"{graph.num_input_edges} edges")
 
 
+def check_float_features(layer: Optional[str], *features: Optional[Tensor]) -> None:
+    """A TypeError naming ``x`` (and the layer, when given) for integer or boolean node features,
+    which a projection or an op would otherwise reject under a name of its own."""
+    for t in features:
+        if isinstance(t, Tensor) and not t.is_floating_point():
+            prefix = f"{layer}: " if layer else ""
+            raise TypeError(f"{prefix}x must be float32, float64, float16 or bfloat16, got "
+                            f"{t.dtype}")
+
+
 def split_input(x) -> Tuple[Tensor, Optional[Tensor]]:
-    """``(x_src, x_dst)`` of a tensor or a pair (x_dst may be None)."""
+    """``(x_src, x_dst)`` of a tensor or a pair (x_dst may be None), floating point."""
     if isinstance(x, Tensor):
+        check_float_features(None, x)
         return x, x
     if isinstance(x, (tuple, list)) and len(x) == 2:
+        check_float_features(None, *x)
         return x[0], x[1]
     raise TypeError(f"x must be a Tensor or a pair (x_src, x_dst), got {type(x).__name__}")

@@ -26,23 +26,67 @@ from ._common import (MessagePassingArgs, MessagePassingModule, check_attention_
 
 
 class GATConv(MessagePassingModule):
-    """Drop-in for ``torch_geometric.nn.GATConv`` (same arguments, parameters and outputs).
+    r"""Graph attention operator, replacing ``torch_geometric.nn.GATConv`` (Veličković et al.,
+    "Graph Attention Networks", ICLR 2018).
+
+    .. math::
+        \mathbf{x}'_i = \big\Vert_{h=1}^{H} \sum_{j \in \mathcal{N}(i) \cup \{ i \}}
+        \alpha^{h}_{i,j} \boldsymbol{\Theta}^{h}_{s} \mathbf{x}_j
+        \qquad
+        \alpha^{h}_{i,j} = \mathrm{softmax}_j \Big( \mathrm{LeakyReLU} \big(
+        \mathbf{a}^{h\top}_{s} \boldsymbol{\Theta}^{h}_{s} \mathbf{x}_j
+        + \mathbf{a}^{h\top}_{t} \boldsymbol{\Theta}^{h}_{t} \mathbf{x}_i
+        + \mathbf{a}^{h\top}_{e} \boldsymbol{\Theta}^{h}_{e} \mathbf{e}_{j,i} \big) \Big)
+
+    :math:`\Vert` concatenates the heads (``concat=True``) or is replaced by their mean; then
+    the residual ``res(x_dst)`` and the bias are added. :math:`\boldsymbol{\Theta}_s =
+    \boldsymbol{\Theta}_t` (``lin``) unless ``in_channels`` is a pair (``lin_src``,
+    ``lin_dst``); the edge term exists only with ``edge_dim``.
 
     Args:
-        in_channels: an int (or -1, lazy), or ``(source, destination)`` sizes (separate
-            ``lin_src``/``lin_dst``).
-        out_channels: channels per head.
-        heads: number of attention heads.
-        concat: concatenate heads (else average them).
-        negative_slope: LeakyReLU slope of the scores.
-        dropout: dropout on the attention coefficients (training only; iognn's own counter-based
-            mask, not PyG's random stream).
-        add_self_loops: add a self-loop to every node (existing loops are replaced).
-        edge_dim: edge feature size (None: no edge features).
-        fill_value: edge features of the added loops (number, tensor or a reduction name).
-        bias: learn an additive bias.
-        residual: add ``res(x_dst)``.
-        **kwargs: PyG's MessagePassing arguments (only ``aggr='add'``).
+        in_channels (int or tuple): Size of each input feature vector (``-1``: lazy), or a
+            ``(source, destination)`` pair of sizes for bipartite graphs.
+        out_channels (int): Size of each head's output.
+        heads (int, optional): Number of attention heads :math:`H`. (default: ``1``)
+        concat (bool, optional): Concatenate the heads; ``False`` averages them.
+            (default: ``True``)
+        negative_slope (float, optional): LeakyReLU slope. (default: ``0.2``)
+        dropout (float, optional): Dropout probability of the attention coefficients (training
+            mode only). (default: ``0.0``)
+        add_self_loops (bool, optional): Remove existing self-loops and add one per node (over
+            ``min(N_s, N_t)`` nodes for bipartite inputs). (default: ``True``)
+        edge_dim (int, optional): Edge feature size; ``None`` ignores ``edge_attr``.
+            (default: ``None``)
+        fill_value (float or Tensor or str, optional): Edge features of the added loops: a
+            value, or how to reduce each node's incoming edge features (``'add'``, ``'mean'``,
+            ``'min'``, ``'max'``, ``'mul'``). (default: ``'mean'``)
+        bias (bool, optional): Learn an additive output bias. (default: ``True``)
+        residual (bool, optional): Add a projection of the destination features.
+            (default: ``False``)
+        **kwargs (optional): PyG's ``MessagePassing`` arguments (``aggr`` must stay ``'add'``;
+            ``node_dim`` must stay 0; ``decomposed_layers`` has no effect).
+
+    Shapes:
+        - **input:** ``x`` ``[N, F_in]`` or a pair ``(x_src [N_s, F_s], x_dst [N_t, F_t])``
+          (``x_dst`` may be ``None``); ``edge_index`` ``[2, E]`` (or any adjacency of
+          ``docs/nn.md``); ``edge_attr`` ``[E, D]`` (optional); ``size`` ``(N_s, N_t)``
+          (optional).
+        - **output:** ``[N, H * F_out]`` (``[N, F_out]`` without ``concat``; ``N_t`` rows for a
+          pair). With ``return_attention_weights=True``: ``(out, (edge_index, alpha))``, the
+          edge index including the added loops and ``alpha`` ``[E', H]`` in its order (sparse
+          inputs: a matrix of ``alpha`` in the input's layout, see ``docs/nn.md``).
+
+    iognn differences:
+        - Attention dropout uses iognn's counter-based mask: PyG's random stream gives other
+          masks (same statistics).
+        - Forward hooks on ``lin`` do not run when one ``x`` is projected several ways (one
+          stacked GEMM); they do for a pair ``(x_src, x_dst)`` or lazy weights.
+        - ``edge_attr`` of the wrong width raises ``ValueError``; ``[B, N, F]`` features raise
+          ``ValueError`` (PyG: ``AssertionError``); edge features together with a sparse
+          adjacency and self-loops raise ``NotImplementedError`` (PyG fails too).
+        - ``aggr`` other than ``'add'``, ``node_dim`` other than 0 and
+          ``flow='target_to_source'`` raise ``NotImplementedError``; not scriptable with
+          ``torch.jit.script``; no ``_alpha``, ``propagate``/``message`` or explain machinery.
     """
 
     FIXED_NODE_DIM = 0

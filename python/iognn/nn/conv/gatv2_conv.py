@@ -22,11 +22,67 @@ from ._common import (MessagePassingArgs, MessagePassingModule, check_attention_
 
 
 class GATv2Conv(MessagePassingModule):
-    """Drop-in for ``torch_geometric.nn.GATv2Conv`` (same arguments, parameters and outputs).
+    r"""Dynamic graph attention, replacing ``torch_geometric.nn.GATv2Conv`` (Brody et al., "How
+    Attentive are Graph Attention Networks?", ICLR 2022).
 
-    Args: as :class:`GATConv`, plus ``share_weights`` (``lin_r`` is ``lin_l``); ``bias`` also
-    switches the biases of ``lin_l``/``lin_r``, as in PyG. There is no ``size`` argument and
-    destination features are required, as in PyG.
+    .. math::
+        \mathbf{x}'_i = \big\Vert_{h=1}^{H} \sum_{j \in \mathcal{N}(i) \cup \{ i \}}
+        \alpha^{h}_{i,j} \boldsymbol{\Theta}^{h}_{s} \mathbf{x}_j
+        \qquad
+        \alpha^{h}_{i,j} = \mathrm{softmax}_j \Big( \mathbf{a}^{h\top} \mathrm{LeakyReLU} \big(
+        \boldsymbol{\Theta}^{h}_{s} \mathbf{x}_j + \boldsymbol{\Theta}^{h}_{t} \mathbf{x}_i
+        + \boldsymbol{\Theta}^{h}_{e} \mathbf{e}_{j,i} \big) \Big)
+
+    The nonlinearity sits inside the score, so the ranking of neighbours can depend on the
+    query node. :math:`\boldsymbol{\Theta}_s` is ``lin_l``, :math:`\boldsymbol{\Theta}_t` is
+    ``lin_r``; heads are concatenated or averaged, then ``res(x_dst)`` and the bias are added.
+
+    Args:
+        in_channels (int or tuple): Size of each input feature vector (``-1``: lazy), or a
+            ``(source, destination)`` pair of sizes for bipartite graphs.
+        out_channels (int): Size of each head's output.
+        heads (int, optional): Number of attention heads :math:`H`. (default: ``1``)
+        concat (bool, optional): Concatenate the heads; ``False`` averages them.
+            (default: ``True``)
+        negative_slope (float, optional): LeakyReLU slope. (default: ``0.2``)
+        dropout (float, optional): Dropout probability of the attention coefficients (training
+            mode only). (default: ``0.0``)
+        add_self_loops (bool, optional): Remove existing self-loops and add one per node (over
+            ``min(N_s, N_t)`` nodes for bipartite inputs). (default: ``True``)
+        edge_dim (int, optional): Edge feature size; passing ``edge_attr`` without it raises
+            ``ValueError``. (default: ``None``)
+        fill_value (float or Tensor or str, optional): Edge features of the added loops: a
+            value, or a reduction of each node's incoming edge features (``'add'``, ``'mean'``,
+            ``'min'``, ``'max'``, ``'mul'``). (default: ``'mean'``)
+        bias (bool, optional): Learn the output bias and the biases of ``lin_l``/``lin_r``.
+            (default: ``True``)
+        share_weights (bool, optional): Use one matrix for both sides (``lin_r`` is
+            ``lin_l``). (default: ``False``)
+        residual (bool, optional): Add a projection of the destination features.
+            (default: ``False``)
+        **kwargs (optional): PyG's ``MessagePassing`` arguments (``aggr`` must stay ``'add'``;
+            ``node_dim`` must stay 0; ``decomposed_layers`` has no effect).
+
+    Shapes:
+        - **input:** ``x`` ``[N, F_in]`` or a pair ``(x_src [N_s, F_s], x_dst [N_t, F_t])``
+          (``x_dst`` required); ``edge_index`` ``[2, E]`` (or any adjacency of ``docs/nn.md``);
+          ``edge_attr`` ``[E, D]`` (optional). No ``size`` argument, as in PyG.
+        - **output:** ``[N, H * F_out]`` (``[N, F_out]`` without ``concat``; ``N_t`` rows for a
+          pair). With ``return_attention_weights=True``: ``(out, (edge_index, alpha))``, the
+          edge index including the added loops and ``alpha`` ``[E', H]`` in its order (sparse
+          inputs: a matrix of ``alpha``, see ``docs/nn.md``).
+
+    iognn differences:
+        - Attention dropout uses iognn's counter-based mask: PyG's random stream gives other
+          masks (same statistics).
+        - Forward hooks on ``lin_l``/``lin_r``/``res`` do not run when one ``x`` is projected
+          several ways (one stacked GEMM); they do for a pair or lazy weights.
+        - ``edge_attr`` of the wrong width raises ``ValueError``; ``[B, N, F]`` features raise
+          ``ValueError`` (PyG: ``AssertionError``); edge features together with a sparse
+          adjacency and self-loops raise ``NotImplementedError`` (PyG fails too).
+        - ``aggr`` other than ``'add'``, ``node_dim`` other than 0 and
+          ``flow='target_to_source'`` raise ``NotImplementedError``; not scriptable with
+          ``torch.jit.script``; no ``_alpha``, ``propagate``/``message`` or explain machinery.
     """
 
     FIXED_NODE_DIM = 0

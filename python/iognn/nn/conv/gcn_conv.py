@@ -35,21 +35,60 @@ from .._graph import (_SPARSE_TENSOR, cached_graph, cached_on, edge_graph, is_sp
                       sparse_graph, sparse_input, weighted_adjacency)
 from ..linear import Linear
 from ._common import (MessagePassingArgs, MessagePassingModule, aggregate_weighted,
-                      check_edge_values)
+                      check_edge_values, check_float_features)
 
 
 class GCNConv(MessagePassingModule):
-    """Drop-in for ``torch_geometric.nn.GCNConv`` (same arguments, parameters and outputs).
+    r"""Graph convolution, replacing ``torch_geometric.nn.GCNConv`` (Kipf & Welling,
+    "Semi-Supervised Classification with Graph Convolutional Networks", ICLR 2017).
+
+    .. math::
+        \mathbf{x}'_i = \boldsymbol{\Theta}^{\top} \sum_{j \in \mathcal{N}(i) \cup \{ i \}}
+        \frac{e_{j,i}}{\sqrt{\hat{d}_j \hat{d}_i}} \, \mathbf{x}_j + \mathbf{b},
+        \qquad \hat{d}_i = \sum_{j \in \mathcal{N}(i) \cup \{ i \}} e_{j,i}
+
+    i.e. :math:`\hat{\mathbf{D}}^{-1/2} \hat{\mathbf{A}} \hat{\mathbf{D}}^{-1/2} \mathbf{X}
+    \boldsymbol{\Theta}` with :math:`\hat{\mathbf{A}} = \mathbf{A} + \mathbf{I}`. :math:`e_{j,i}`
+    is the edge weight (1 without ``edge_weight``), the self-loop weight is 1 (2 with
+    ``improved``), and a node of degree 0 gets weight 0. On an ``edge_index`` an existing loop
+    keeps its weight and the others are added (``add_remaining_self_loops``).
 
     Args:
-        in_channels: input size, or -1 (lazy).
-        out_channels: output size.
-        improved: self-loop weight 2 instead of 1 (see the module note).
-        cached: keep the normalised graph of the first call (transductive training only).
-        add_self_loops: add self-loops (default: same as ``normalize``).
-        normalize: apply the symmetric normalisation (else plain weighted sum).
-        bias: learn an additive bias.
-        **kwargs: PyG's MessagePassing arguments (``aggr`` defaults to ``'add'``).
+        in_channels (int): Size of each input feature vector; ``-1`` for lazy initialisation.
+        out_channels (int): Size of each output feature vector.
+        improved (bool, optional): Self-loops of weight 2 (:math:`\mathbf{A} + 2\mathbf{I}`); as
+            in PyG 2.8 this changes nothing on an ``edge_index`` given without ``edge_weight``.
+            (default: ``False``)
+        cached (bool, optional): Normalise the graph of the first call only and reuse it for
+            every later call, whatever graph is passed (transductive learning). The cache is
+            readable and assignable as ``_cached_edge_index`` / ``_cached_adj_t`` (``None``
+            drops it; ``reset_parameters()`` also does). (default: ``False``)
+        add_self_loops (bool, optional): Add self-loops before normalising; ``None`` follows
+            ``normalize`` (``True`` with ``normalize=False`` raises ``ValueError``).
+            (default: ``None``)
+        normalize (bool, optional): Apply the symmetric normalisation; ``False`` gives the
+            plain weighted sum :math:`\sum_j e_{j,i} \boldsymbol{\Theta}^{\top}\mathbf{x}_j`.
+            (default: ``True``)
+        bias (bool, optional): Learn the additive bias :math:`\mathbf{b}`. (default: ``True``)
+        **kwargs (optional): PyG's ``MessagePassing`` arguments (``aggr='add'``,
+            ``aggr_kwargs``, ``node_dim``, ``decomposed_layers`` (no effect), ``flow``).
+
+    Shapes:
+        - **input:** ``x`` ``[N, F_in]`` or a static-graph batch ``[*, N, F_in]`` (nodes along
+          ``node_dim``); ``edge_index`` ``[2, E]`` (or ``EdgeIndex``, ``iognn.Graph``, a
+          torch.sparse matrix or ``SparseTensor`` ``adj_t``, whose values are the weights);
+          ``edge_weight`` ``[E]`` (optional). No bipartite form: a pair ``(x_src, x_dst)``
+          raises ``ValueError``.
+        - **output:** ``[N, F_out]`` (``[*, N, F_out]`` for a batch)
+
+    iognn differences:
+        - Several self-loops on one node with ``edge_weight``: the last loop's weight is used
+          and only it receives a gradient (PyG gives every copy a gradient).
+        - An ``edge_weight`` that is not 1-D ``[E]`` (e.g. ``[E, 1]``) raises ``ValueError``.
+        - torch.sparse adjacencies with ``[*, N, F]`` features are computed (PyG fails); a CSC
+          matrix with ``normalize=True`` raises ``NotImplementedError``, as in PyG.
+        - ``flow='target_to_source'`` raises ``NotImplementedError``; not scriptable with
+          ``torch.jit.script``; no ``propagate``/``message``/explain machinery.
     """
 
     def __init__(self, in_channels: int, out_channels: int, improved: bool = False,
@@ -200,6 +239,7 @@ class GCNConv(MessagePassingModule):
             raise ValueError("'GCNConv' received a tuple of node features as input while this "
                              "layer does not support bipartite message passing. Please try other "
                              "layers such as 'SAGEConv' or 'GraphConv' instead")
+        check_float_features("GCNConv", x)
         graph, weight = self._normalised_graph(x, edge_index, edge_weight)
         return aggregate_weighted(self.aggr_module, graph, self.lin(x), weight, self.bias,
                                   self.node_dim)

@@ -19,7 +19,7 @@ from .._graph import message_sizes, messages_graph, structural_adjacency, weight
 from ..aggr.base import aggregate_with
 from ..linear import Linear
 from ._common import (MessagePassingArgs, MessagePassingModule, aggregate_weighted,
-                      from_node_major, node_major, reset_module, split_input)
+                      check_edge_values, from_node_major, node_major, reset_module, split_input)
 
 
 class _GINBase(MessagePassingModule):
@@ -42,13 +42,41 @@ class _GINBase(MessagePassingModule):
 
 
 class GINConv(_GINBase):
-    """Drop-in for ``torch_geometric.nn.GINConv``.
+    r"""Graph isomorphism operator, replacing ``torch_geometric.nn.GINConv`` (Xu et al., "How
+    Powerful are Graph Neural Networks?", ICLR 2019).
+
+    .. math::
+        \mathbf{x}'_i = h_{\boldsymbol{\Theta}} \left( (1 + \epsilon) \cdot \mathbf{x}_i
+        + \sum_{j \in \mathcal{N}(i)} \mathbf{x}_j \right)
+
+    :math:`h_{\boldsymbol{\Theta}}` is the user's module ``nn`` (typically an MLP). A
+    torch.sparse adjacency's values weight the messages where PyG takes its fused path.
 
     Args:
-        nn: the module applied after aggregation (e.g. an MLP), reset by ``reset_parameters``.
-        eps: initial epsilon.
-        train_eps: learn epsilon.
-        **kwargs: PyG's MessagePassing arguments (``aggr`` defaults to ``'add'``).
+        nn (Callable): Module applied to the aggregated features, mapping ``[*, F_in]`` to
+            ``[*, F_out]``; ``reset_parameters()`` resets it.
+        eps (float, optional): Initial value of :math:`\epsilon`. (default: ``0.0``)
+        train_eps (bool, optional): Make :math:`\epsilon` a trainable parameter (else a buffer;
+            both are named ``eps``). (default: ``False``)
+        **kwargs (optional): PyG's ``MessagePassing`` arguments (``aggr``, default ``'add'``,
+            ``aggr_kwargs``, ``node_dim``, ``decomposed_layers`` (no effect), ``flow``).
+
+    Shapes:
+        - **input:** ``x`` ``[N, F_in]``, a static-graph batch ``[*, N, F_in]``, or a pair
+          ``(x_src [N_s, F_in], x_dst [N_t, F_in])`` (``x_dst`` may be ``None``: no
+          :math:`(1 + \epsilon)\,\mathbf{x}_i` term); ``edge_index`` ``[2, E]`` (or any
+          adjacency of ``docs/nn.md``); ``size`` ``(N_s, N_t)`` (optional).
+        - **output:** ``[N, F_out]``, or ``[N_t, F_out]`` for a pair (``[*, N, F_out]`` for a
+          batch)
+
+    iognn differences:
+        - An order-dependent ``aggr`` (``'lstm'``, ...) on an ``edge_index`` not sorted by
+          destination is computed in (destination, source) order (PyG raises ``ValueError``).
+        - torch.sparse adjacencies PyG's unfused path cannot read (uncoalesced COO, CSC) and
+          torch.sparse adjacencies with ``[*, N, F]`` features are computed on the stored
+          entries (PyG fails).
+        - ``flow='target_to_source'`` raises ``NotImplementedError``; not scriptable with
+          ``torch.jit.script``; no ``propagate``/``message``/explain machinery.
     """
 
     def __init__(self, nn: Callable, eps: float = 0.0, train_eps: bool = False, **kwargs):
@@ -76,15 +104,48 @@ class GINConv(_GINBase):
 
 
 class GINEConv(_GINBase):
-    """Drop-in for ``torch_geometric.nn.GINEConv``.
+    r"""GIN with edge features, replacing ``torch_geometric.nn.GINEConv`` (Hu et al.,
+    "Strategies for Pre-training Graph Neural Networks", ICLR 2020).
+
+    .. math::
+        \mathbf{x}'_i = h_{\boldsymbol{\Theta}} \left( (1 + \epsilon) \cdot \mathbf{x}_i
+        + \sum_{j \in \mathcal{N}(i)} \mathrm{ReLU}
+        \left( \mathbf{x}_j + \boldsymbol{\Theta}_e \mathbf{e}_{j,i} \right) \right)
+
+    :math:`\boldsymbol{\Theta}_e` (``lin``, with bias) exists only with ``edge_dim``; without it
+    the edge features must already have the node features' width. The per-edge messages are
+    formed in CSR order and reduced without a scatter.
 
     Args:
-        nn: the module applied after aggregation.
-        eps: initial epsilon.
-        train_eps: learn epsilon.
-        edge_dim: edge feature size; when given, ``lin`` maps edge features to the input size of
-            ``nn`` (read from ``nn.in_features`` / ``nn.in_channels``, or its first module's).
-        **kwargs: PyG's MessagePassing arguments (``aggr`` defaults to ``'add'``).
+        nn (torch.nn.Module): Module applied to the aggregated features, mapping ``[*, F_in]``
+            to ``[*, F_out]``; ``reset_parameters()`` resets it.
+        eps (float, optional): Initial value of :math:`\epsilon`. (default: ``0.0``)
+        train_eps (bool, optional): Make :math:`\epsilon` a trainable parameter (else a buffer).
+            (default: ``False``)
+        edge_dim (int, optional): Edge feature size; when set, ``lin`` maps edge features to
+            ``nn``'s input size, read from ``in_features`` / ``in_channels`` of ``nn`` (or of its
+            first module for a ``Sequential``; ``ValueError`` if neither exists).
+            (default: ``None``)
+        **kwargs (optional): PyG's ``MessagePassing`` arguments (``aggr``, default ``'add'``,
+            ``aggr_kwargs``, ``node_dim``, ``decomposed_layers`` (no effect), ``flow``).
+
+    Shapes:
+        - **input:** ``x`` ``[N, F_in]``, a static-graph batch ``[*, N, F_in]``, or a pair
+          ``(x_src [N_s, F_in], x_dst [N_t, F_in])`` (``x_dst`` may be ``None``: no root term);
+          ``edge_index`` ``[2, E]`` (or any adjacency of ``docs/nn.md``); ``edge_attr``
+          ``[E, D]``, required (a sparse adjacency's values stand in for it) and shared by all
+          positions of a batch; ``size`` ``(N_s, N_t)`` (optional).
+        - **output:** ``[N, F_out]``, or ``[N_t, F_out]`` for a pair (``[*, N, F_out]`` for a
+          batch)
+
+    iognn differences:
+        - An order-dependent ``aggr`` (``'lstm'``, ...) on an ``edge_index`` not sorted by
+          destination is computed in (destination, source) order (PyG raises ``ValueError``).
+        - torch.sparse adjacencies PyG's unfused path cannot read (uncoalesced COO, CSC) and
+          torch.sparse adjacencies with ``[*, N, F]`` features are computed on the stored
+          entries (PyG fails).
+        - ``flow='target_to_source'`` raises ``NotImplementedError``; not scriptable with
+          ``torch.jit.script``; no ``propagate``/``message``/explain machinery.
     """
 
     def __init__(self, nn: torch.nn.Module, eps: float = 0.0, train_eps: bool = False,
@@ -121,6 +182,8 @@ class GINEConv(_GINBase):
         adj = structural_adjacency("GINEConv", edge_index, num_src, num_dst, add_loops=False)
         if edge_attr is None:
             edge_attr = adj.values
+        elif self.lin is not None and self.lin.in_channels > 0:
+            check_edge_values("GINEConv", "edge_attr", edge_attr, adj.graph, self.lin.in_channels)
         if edge_attr is None:
             raise ValueError("GINEConv requires edge_attr")
         x_src = autocast_input(x_src)

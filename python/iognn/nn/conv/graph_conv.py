@@ -18,14 +18,44 @@ from ._common import (MessagePassingArgs, MessagePassingModule, aggregate_weight
 
 
 class GraphConv(MessagePassingModule):
-    """Drop-in for ``torch_geometric.nn.GraphConv``.
+    r"""Higher-order GNN operator, replacing ``torch_geometric.nn.GraphConv`` (Morris et al.,
+    "Weisfeiler and Leman Go Neural: Higher-order Graph Neural Networks", AAAI 2019).
+
+    .. math::
+        \mathbf{x}'_i = \mathbf{W}_1 \mathbf{x}_i
+        + \mathbf{W}_2 \, \mathrm{aggr}_{j \in \mathcal{N}(i)} \, e_{j,i} \cdot \mathbf{x}_j
+
+    :math:`\mathbf{W}_1` is ``lin_root`` (no bias), :math:`\mathbf{W}_2` is ``lin_rel`` (with
+    the bias) and :math:`e_{j,i}` the edge weight (1 without ``edge_weight``; a sparse
+    adjacency's values are the weights).
 
     Args:
-        in_channels: an int (or -1, lazy), or ``(source, destination)`` sizes.
-        out_channels: output size.
-        aggr: neighbourhood aggregation (default ``'add'``; any PyG aggregation).
-        bias: bias of ``lin_rel``.
-        **kwargs: PyG's MessagePassing arguments.
+        in_channels (int or tuple): Size of each input feature vector (``-1``: lazy), or a
+            ``(source, destination)`` pair of sizes for bipartite graphs.
+        out_channels (int): Size of each output feature vector.
+        aggr (str or list or Aggregation, optional): Neighbourhood aggregation (any of PyG's;
+            sum and mean of weighted messages run on ``propagate``). (default: ``'add'``)
+        bias (bool, optional): Learn the bias of ``lin_rel``. (default: ``True``)
+        **kwargs (optional): PyG's ``MessagePassing`` arguments (``aggr_kwargs``, ``node_dim``,
+            ``decomposed_layers`` (no effect), ``flow``).
+
+    Shapes:
+        - **input:** ``x`` ``[N, F_in]``, a static-graph batch ``[*, N, F_in]``, or a pair
+          ``(x_src [N_s, F_s], x_dst [N_t, F_t])`` (``x_dst`` may be ``None``: no root term);
+          ``edge_index`` ``[2, E]`` (or any adjacency of ``docs/nn.md``); ``edge_weight``
+          ``[E]`` (optional); ``size`` ``(N_s, N_t)`` (optional).
+        - **output:** ``[N, F_out]``, or ``[N_t, F_out]`` for a pair (``[*, N, F_out]`` for a
+          batch)
+
+    iognn differences:
+        - An ``edge_weight`` that is not 1-D ``[E]`` (e.g. ``[E, 1]``) raises ``ValueError``.
+        - Order-dependent aggregations (``'lstm'``, ...) on an ``edge_index`` not sorted by
+          destination are computed in (destination, source) order (PyG raises ``ValueError``).
+        - torch.sparse adjacencies PyG's unfused path cannot read (uncoalesced COO, CSC) and
+          torch.sparse adjacencies with ``[*, N, F]`` features are computed on the stored
+          entries (PyG fails).
+        - ``flow='target_to_source'`` raises ``NotImplementedError``; not scriptable with
+          ``torch.jit.script``; no ``propagate``/``message``/explain machinery.
     """
 
     def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int,

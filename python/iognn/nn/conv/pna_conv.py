@@ -16,7 +16,8 @@ from .._amp import autocast_input
 from .._graph import message_sizes, messages_graph, structural_adjacency
 from ..aggr import DegreeScalerAggregation
 from ..linear import Linear
-from ._common import MessagePassingArgs, MessagePassingModule, reset_module
+from ._common import (MessagePassingArgs, MessagePassingModule, check_edge_values,
+                      check_float_features, reset_module)
 
 
 def _activation(act, act_kwargs: Optional[Dict[str, Any]]) -> torch.nn.Module:
@@ -25,19 +26,61 @@ def _activation(act, act_kwargs: Optional[Dict[str, Any]]) -> torch.nn.Module:
 
 
 class PNAConv(MessagePassingModule):
-    """Drop-in for ``torch_geometric.nn.PNAConv`` (same arguments, parameters and outputs).
+    r"""Principal Neighbourhood Aggregation, replacing ``torch_geometric.nn.PNAConv`` (Corso et
+    al., "Principal Neighbourhood Aggregation for Graph Nets", NeurIPS 2020).
+
+    .. math::
+        \mathbf{x}'_i = \mathbf{W} \, \big\Vert_{t=1}^{T} \gamma_t \Big( \mathbf{x}_i,
+        \underset{j \in \mathcal{N}(i)}{\bigoplus}
+        h_t \big( \mathbf{x}_i, \mathbf{x}_j, \mathbf{e}_{j,i} \big) \Big),
+        \qquad
+        \bigoplus = \begin{bmatrix} 1 \\ s_{\mathrm{amp}}(d_i) \\ s_{\mathrm{att}}(d_i)
+        \\ \vdots \end{bmatrix} \otimes \begin{bmatrix} \mathrm{mean} \\ \mathrm{min} \\
+        \mathrm{max} \\ \vdots \end{bmatrix}
+
+    Per tower :math:`t`, :math:`h_t` (``pre_nns[t]``) forms each edge's message from the
+    concatenated target, source and encoded edge features, every aggregator is combined with
+    every scaler of the in-degree :math:`d_i` (a ``DegreeScalerAggregation``: see it for the
+    scalers), :math:`\gamma_t` (``post_nns[t]``) updates the concatenation of
+    :math:`\mathbf{x}_i` and the aggregates, and ``lin`` (:math:`\mathbf{W}`, with a bias)
+    mixes the towers' outputs.
 
     Args:
-        in_channels, out_channels: feature sizes (no lazy initialisation, as in PyG).
-        aggregators: names among sum/mean/min/max/var/std (others run PyG's module).
-        scalers: names among identity/amplification/attenuation/linear/inverse_linear.
-        deg: in-degree histogram of the training graphs.
-        edge_dim: edge feature size (None: no edge features).
-        towers: number of towers (``out_channels`` must be divisible by it).
-        pre_layers, post_layers: layers of the message and update MLPs.
-        divide_input: split the input features over the towers.
-        act, act_kwargs: activation between MLP layers.
-        train_norm: learn the degree normalisers.
+        in_channels (int): Size of each input feature vector (no lazy ``-1``: ``ValueError``,
+            as in PyG).
+        out_channels (int): Size of each output feature vector; divisible by ``towers``.
+        aggregators (list of str): Aggregations, e.g. ``['mean', 'min', 'max', 'std']``
+            (sum/mean/min/max/var/std are fused; other names run PyG's module).
+        scalers (list of str): Degree scalers among ``'identity'``, ``'amplification'``,
+            ``'attenuation'``, ``'linear'``, ``'inverse_linear'``.
+        deg (Tensor): In-degree histogram of the training graphs (``deg[d]`` = number of
+            nodes with ``d`` in-edges; see :meth:`get_degree_histogram`).
+        edge_dim (int, optional): Edge feature size (encoded by ``edge_encoder``).
+            (default: ``None``)
+        towers (int, optional): Number of towers. (default: ``1``)
+        pre_layers (int, optional): Linear layers of each message MLP. (default: ``1``)
+        post_layers (int, optional): Linear layers of each update MLP. (default: ``1``)
+        divide_input (bool, optional): Split the input features over the towers instead of
+            giving each tower all of them. (default: ``False``)
+        act (str or Callable, optional): Activation between MLP layers (PyG's resolver).
+            (default: ``'relu'``)
+        act_kwargs (dict, optional): Arguments of ``act``. (default: ``None``)
+        train_norm (bool, optional): Learn the degree normalisers. (default: ``False``)
+        **kwargs (optional): PyG's ``MessagePassing`` arguments except ``aggr``
+            (``node_dim`` must stay 0; ``decomposed_layers`` has no effect).
+
+    Shapes:
+        - **input:** ``x`` ``[N, F_in]`` (no bipartite pair); ``edge_index`` ``[2, E]`` (or any
+          adjacency of ``docs/nn.md``); ``edge_attr`` ``[E, D]`` (required with ``edge_dim``,
+          refused without).
+        - **output:** ``[N, F_out]``
+
+    iognn differences:
+        - torch.sparse adjacencies PyG's unfused path cannot read (uncoalesced COO, CSC) are
+          computed on the stored entries (PyG fails).
+        - ``node_dim`` other than 0 and ``flow='target_to_source'`` raise
+          ``NotImplementedError``; not scriptable with ``torch.jit.script``; no
+          ``propagate``/``message`` or explain machinery.
     """
 
     FIXED_NODE_DIM = 0
@@ -95,6 +138,7 @@ class PNAConv(MessagePassingModule):
         self.lin.reset_parameters()
 
     def forward(self, x: Tensor, edge_index, edge_attr: Optional[Tensor] = None) -> Tensor:
+        check_float_features("PNAConv", x)
         x = autocast_input(x)
         if self.divide_input:
             x = x.view(-1, self.towers, self.F_in)
@@ -110,6 +154,7 @@ class PNAConv(MessagePassingModule):
         if edge_attr is not None:
             if self.edge_dim is None:
                 raise ValueError("PNAConv got edge_attr but was built without edge_dim")
+            check_edge_values("PNAConv", "edge_attr", edge_attr, graph, self.edge_dim)
             e = self.edge_encoder(graph.csr_edge_values(edge_attr)).to(x_i.dtype)
             h = torch.cat([x_i, x_j, e.view(-1, 1, self.F_in).expand(-1, self.towers, -1)], -1)
         elif self.edge_dim is not None:

@@ -21,17 +21,52 @@ from ._common import MessagePassingArgs, MessagePassingModule, aggregate_weighte
 
 
 class SAGEConv(MessagePassingModule):
-    """Drop-in for ``torch_geometric.nn.SAGEConv``.
+    r"""GraphSAGE operator, replacing ``torch_geometric.nn.SAGEConv`` (Hamilton et al.,
+    "Inductive Representation Learning on Large Graphs", NeurIPS 2017).
+
+    .. math::
+        \mathbf{x}'_i = \mathbf{W}_1 \mathbf{x}_i
+        + \mathbf{W}_2 \cdot \mathrm{aggr}_{j \in \mathcal{N}(i)} \, \mathbf{x}_j
+
+    :math:`\mathbf{W}_2` is ``lin_l`` (with the bias), :math:`\mathbf{W}_1` is ``lin_r`` (no
+    bias). With ``project=True`` the source features are first replaced by
+    :math:`\mathrm{ReLU}(\mathbf{W}_3 \mathbf{x}_j + \mathbf{b})`; with ``normalize=True`` each
+    output row is divided by its L2 norm.
 
     Args:
-        in_channels: an int (or -1, lazy), or ``(source, destination)`` sizes for bipartite graphs.
-        out_channels: output size.
-        aggr: neighbourhood aggregation (name, list of names or Aggregation; default 'mean').
-        normalize: L2-normalise each output row.
-        root_weight: add ``lin_r(x_dst)``.
-        project: apply ``relu(lin(x_src))`` to the source features before aggregating.
-        bias: bias of ``lin_l``.
-        **kwargs: PyG's MessagePassing arguments (``aggr_kwargs``, ...).
+        in_channels (int or tuple): Size of each input feature vector (``-1``: lazy), or a
+            ``(source, destination)`` pair of sizes for bipartite graphs.
+        out_channels (int): Size of each output feature vector.
+        aggr (str or list or Aggregation, optional): Neighbourhood aggregation: a name
+            (``'mean'``, ``'max'``, ``'lstm'``, ...), a list of names (a ``MultiAggregation``,
+            concatenated; iognn's reductions in it run in one pass) or an aggregation module.
+            ``'lstm'`` gets ``in_channels``/``out_channels`` filled in. (default: ``'mean'``)
+        normalize (bool, optional): L2-normalise each output row. (default: ``False``)
+        root_weight (bool, optional): Add the root term :math:`\mathbf{W}_1 \mathbf{x}_i`.
+            (default: ``True``)
+        project (bool, optional): Project and ReLU the source features before aggregating
+            (not with lazy ``in_channels``: ``ValueError``, as in PyG). (default: ``False``)
+        bias (bool, optional): Learn the bias of ``lin_l``. (default: ``True``)
+        **kwargs (optional): PyG's ``MessagePassing`` arguments (``aggr_kwargs``, ``node_dim``,
+            ``decomposed_layers`` (no effect), ``flow``).
+
+    Shapes:
+        - **input:** ``x`` ``[N, F_in]``, a static-graph batch ``[*, N, F_in]``, or a pair
+          ``(x_src [N_s, F_s], x_dst [N_t, F_t])`` (``x_dst`` may be ``None``: no root term);
+          ``edge_index`` ``[2, E]`` (or any adjacency of ``docs/nn.md``); ``size``
+          ``(N_s, N_t)`` (optional).
+        - **output:** ``[N, F_out]``, or ``[N_t, F_out]`` for a pair (``[*, N, F_out]`` for a
+          batch)
+
+    iognn differences:
+        - Order-dependent aggregations (``'lstm'``, ...) on an ``edge_index`` not sorted by
+          destination are computed, each node's messages taken in (destination, source) order
+          (PyG raises ``ValueError``).
+        - torch.sparse adjacencies PyG's unfused path cannot read (uncoalesced COO, CSC) and
+          torch.sparse adjacencies with ``[*, N, F]`` features are computed on the stored
+          entries (PyG fails).
+        - ``flow='target_to_source'`` raises ``NotImplementedError``; not scriptable with
+          ``torch.jit.script``; no ``propagate``/``message``/explain machinery.
     """
 
     def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int,

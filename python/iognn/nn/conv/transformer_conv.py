@@ -16,25 +16,69 @@ from ...ops.attention import transformer_attention
 from .._amp import like
 from .._graph import message_sizes, structural_adjacency
 from ..linear import Linear, stacked_linears
-from ._attention import with_attention
+from ._attention import check_static, with_attention
 from ._common import (MessagePassingArgs, MessagePassingModule, check_attention_aggr,
                       check_edge_values, split_input)
 
 
 class TransformerConv(MessagePassingModule):
-    """Drop-in for ``torch_geometric.nn.TransformerConv`` (same arguments, parameters and outputs).
+    r"""Graph transformer operator, replacing ``torch_geometric.nn.TransformerConv`` (Shi et al.,
+    "Masked Label Prediction: Unified Message Passing Model for Semi-Supervised
+    Classification", IJCAI 2021).
+
+    .. math::
+        \mathbf{x}'_i = \mathbf{W}_1 \mathbf{x}_i + \sum_{j \in \mathcal{N}(i)}
+        \alpha_{i,j} \left( \mathbf{W}_2 \mathbf{x}_j + \mathbf{W}_5 \mathbf{e}_{j,i} \right)
+        \qquad
+        \alpha_{i,j} = \mathrm{softmax}_j \left( \frac{(\mathbf{W}_3 \mathbf{x}_i)^{\top}
+        (\mathbf{W}_4 \mathbf{x}_j + \mathbf{W}_5 \mathbf{e}_{j,i})}{\sqrt{C}} \right)
+
+    per head (:math:`C` = ``out_channels``); heads are concatenated or averaged into
+    :math:`\mathbf{m}_i` before the root term. :math:`\mathbf{W}_1..\mathbf{W}_5` are
+    ``lin_skip``, ``lin_value``, ``lin_query``, ``lin_key``, ``lin_edge``. With ``beta`` the root
+    term is gated: :math:`\mathbf{x}'_i = \beta_i \mathbf{r}_i + (1 - \beta_i) \mathbf{m}_i`,
+    :math:`\beta_i = \sigma(\mathbf{w}^{\top} [\mathbf{m}_i, \mathbf{r}_i, \mathbf{m}_i -
+    \mathbf{r}_i])`, :math:`\mathbf{r}_i = \mathbf{W}_1 \mathbf{x}_i`. No self-loops are added.
 
     Args:
-        in_channels: an int, or ``(source, destination)`` sizes.
-        out_channels: channels per head.
-        heads: number of attention heads.
-        concat: concatenate heads (else average them).
-        beta: gate the root term with a learned ``sigmoid(lin_beta([out, x_r, out - x_r]))``.
-        dropout: dropout on the attention coefficients (training only).
-        edge_dim: edge feature size (None: no edge features).
-        bias: biases of the key/query/value/skip projections.
-        root_weight: add ``lin_skip(x_dst)``.
-        **kwargs: PyG's MessagePassing arguments (only ``aggr='add'``).
+        in_channels (int or tuple): Size of each input feature vector (``-1``: lazy), or a
+            ``(source, destination)`` pair of sizes for bipartite graphs.
+        out_channels (int): Size of each head's output :math:`C`.
+        heads (int, optional): Number of attention heads. (default: ``1``)
+        concat (bool, optional): Concatenate the heads; ``False`` averages them.
+            (default: ``True``)
+        beta (bool, optional): Gate the root term as above (only with ``root_weight``).
+            (default: ``False``)
+        dropout (float, optional): Dropout probability of the attention coefficients (training
+            mode only). (default: ``0.0``)
+        edge_dim (int, optional): Edge feature size; ``edge_attr`` is then required, and
+            refused without it. (default: ``None``)
+        bias (bool, optional): Learn the biases of the key, query, value and skip projections.
+            (default: ``True``)
+        root_weight (bool, optional): Add the root term :math:`\mathbf{W}_1 \mathbf{x}_i`
+            (``lin_skip`` exists either way, as in PyG). (default: ``True``)
+        **kwargs (optional): PyG's ``MessagePassing`` arguments (``aggr`` must stay ``'add'``;
+            ``node_dim`` must stay 0; ``decomposed_layers`` has no effect).
+
+    Shapes:
+        - **input:** ``x`` ``[N, F_in]`` or a pair ``(x_src [N_s, F_s], x_dst [N_t, F_t])``
+          (both required); ``edge_index`` ``[2, E]`` (or any adjacency of ``docs/nn.md``);
+          ``edge_attr`` ``[E, D]`` (with ``edge_dim``). No ``size`` argument, as in PyG.
+        - **output:** ``[N, H * C]`` (``[N, C]`` without ``concat``; ``N_t`` rows for a pair).
+          When ``return_attention_weights`` is a bool (``False`` included, as in PyG):
+          ``(out, (edge_index, alpha [E, H]))``; a ``SparseTensor`` comes back with ``alpha``
+          as its values, a torch.sparse input as ``(matrix, alpha)``.
+
+    iognn differences:
+        - Attention dropout uses iognn's counter-based mask: PyG's random stream gives other
+          masks (same statistics).
+        - Forward hooks on the key/query/value/skip ``Linear`` modules do not run when one ``x``
+          is projected several ways (one stacked GEMM); they do for a pair or lazy weights.
+        - ``edge_attr`` of the wrong width raises ``ValueError``; torch.sparse adjacencies PyG's
+          unfused path cannot read (uncoalesced COO, CSC) are computed on the stored entries.
+        - ``aggr`` other than ``'add'``, ``node_dim`` other than 0 and
+          ``flow='target_to_source'`` raise ``NotImplementedError``; not scriptable with
+          ``torch.jit.script``; no ``_alpha``, ``propagate``/``message`` or explain machinery.
     """
 
     FIXED_NODE_DIM = 0
@@ -98,6 +142,7 @@ class TransformerConv(MessagePassingModule):
                 return_attention_weights: Optional[bool] = None):
         H, C = self.heads, self.out_channels
         x_src, x_dst = split_input(x)
+        check_static("TransformerConv", x_src)
         query, key, value, x_r = self._project(x_src, x_dst)
         num_src, num_dst = message_sizes(edge_index, key, query, None, 0)
         adj = structural_adjacency("TransformerConv", edge_index, num_src, num_dst,
