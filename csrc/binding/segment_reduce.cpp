@@ -1,5 +1,6 @@
-// iognn::segment_reduce (fused sum/mean/min/max/var/std aggregation): schemas and host
-// implementations (argument checks: segment_reduce_checks.h; CUDA: cuda/segment_reduce.cpp).
+// iognn::segment_reduce (fused sum/mean/min/max/var/std aggregation): schemas and the host
+// backend (op bodies: segment_reduce_ops.h, shared with the CUDA backend in
+// binding/cuda/segment_reduce.cpp; checks and outputs: segment_reduce_checks.h).
 //
 // Forward:  segment_reduce(rowptr, col, colptr, row, csc2csr, x, reduces, scale=None)
 //             -> (out [num_dst, K*F], ties, wide, mean, plain)
@@ -25,78 +26,36 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include <optional>
-#include <string>
-#include <tuple>
-#include <vector>
-
-#include "binding/segment_reduce_checks.h"
-#include "binding/utils.h"
+#include "binding/segment_reduce_ops.h"
 #include "kernels/cpu/segment_reduce.h"
 
 namespace iognn::torch_ext {
 namespace {
 
-SegmentReduceOutputs segment_reduce_cpu(const at::Tensor& rowptr, const at::Tensor& col,
-                                        const at::Tensor& colptr, const at::Tensor& row,
-                                        const at::Tensor& csc2csr, const at::Tensor& x_in,
-                                        std::vector<std::string> reduce_names,
-                                        const std::optional<at::Tensor>& scale_in, int64_t,
-                                        int64_t) {
-  constexpr const char* op = "iognn::segment_reduce";
-  const SegmentReduceCall call =
-      check_segment_reduce(op, rowptr, col, colptr, row, csc2csr, x_in, reduce_names, scale_in);
-  const at::Tensor x = last_dim_contiguous(x_in);
-  const at::Tensor scale = contiguous_scale(call, scale_in);
-  auto [out, ties, wide, mean, plain] = empty_segment_reduce_outputs(call, x);
-  if (out.numel() == 0) return {out, ties, wide, mean, plain};
-  dispatch_float(x.scalar_type(), op, [&](auto ft) {
-    using T = typename decltype(ft)::type;
-    dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
-      using I = typename decltype(it)::type;
-      cpu::segment_reduce_forward<T, I>(
-          cptr<I>(rowptr), cptr<I>(col), cptr<T>(x), x.stride(0), call.num_dst, call.F,
-          call.reduces, ptr<T>(out), tie_arrays(call, ties, wide),
-          call.want_mean ? ptr<acc_t<T>>(mean) : nullptr, degree_scales<T>(scale, plain));
-    });
-  });
-  return {out, ties, wide, mean, plain};
-}
+using namespace segment_reduce;
 
-at::Tensor segment_reduce_backward_cpu(const at::Tensor& colptr, const at::Tensor& row,
-                                       const at::Tensor& csc2csr, const at::Tensor& rowptr,
-                                       const at::Tensor& x_in, const at::Tensor& out_in,
-                                       const at::Tensor& ties_in, const at::Tensor& wide_in,
-                                       const at::Tensor& mean_in, const at::Tensor& grad_out_in,
-                                       std::vector<std::string> reduce_names,
-                                       const std::optional<at::Tensor>& scale, int64_t) {
-  constexpr const char* op = "iognn::segment_reduce_backward";
-  const SegmentReduceCall call =
-      check_segment_reduce_backward(op, colptr, row, csc2csr, rowptr, x_in, out_in, ties_in,
-                                    wide_in, mean_in, grad_out_in, reduce_names, scale);
-  SegmentReduceBackwardOperands t = segment_reduce_backward_operands(
-      call, x_in, out_in, ties_in, wide_in, mean_in, grad_out_in, scale);
-  if (t.grad_x.numel() == 0) return t.grad_x;
-  dispatch_float(t.x.scalar_type(), op, [&](auto ft) {
-    using T = typename decltype(ft)::type;
-    if (t.scale.defined()) {  // the gradient of the plain results
-      at::Tensor folded = at::empty({call.num_dst, call.K * call.F}, t.x.options());
-      cpu::segment_reduce_fold_scales<T>(cptr<T>(t.grad_out), cptr<T>(t.scale), call.num_dst,
-                                         call.S, call.K * call.F, ptr<T>(folded));
-      t.grad_out = folded;
-    }
-    dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
-      using I = typename decltype(it)::type;
-      const auto [mean, mean_stride] = t.mean_rows<T>(call);
-      cpu::segment_reduce_backward<T, I>(cptr<I>(colptr), cptr<I>(row), cptr<I>(rowptr),
-                                         cptr<T>(t.x), t.x.stride(0), cptr<T>(t.out),
-                                         tie_view(call, t.ties, t.wide), mean, mean_stride,
-                                         cptr<T>(t.grad_out), call.num_src, call.F, call.reduces,
-                                         ptr<T>(t.grad_x));
-    });
-  });
-  return t.grad_x;
-}
+// The host kernels (kernels/cpu/segment_reduce.h); the degree hints are the device schedule's only.
+struct CpuSegmentReduce {
+  struct Scope {
+    explicit Scope(const at::Tensor&) {}
+  };
+  template <typename T, typename I>
+  static void forward(const Scope&, const ForwardArgs<T, I>& a) {
+    cpu::segment_reduce_forward<T, I>(a.rowptr, a.col, a.x, a.x_stride, a.num_dst, a.F, a.reduces,
+                                      a.out, a.ties, a.mean, a.scales);
+  }
+  template <typename T>
+  static void fold_scales(const Scope&, const T* grad_out, const T* scale, int64_t num_dst,
+                          int64_t S, int64_t KF, T* folded) {
+    cpu::segment_reduce_fold_scales<T>(grad_out, scale, num_dst, S, KF, folded);
+  }
+  template <typename T, typename I>
+  static void backward(const Scope&, const BackwardArgs<T, I>& a) {
+    cpu::segment_reduce_backward<T, I>(a.colptr, a.row, a.rowptr, a.x, a.x_stride, a.out, a.ties,
+                                       a.mean, a.mean_stride, a.grad_out, a.num_src, a.F,
+                                       a.reduces, a.grad_x);
+  }
+};
 
 }  // namespace
 
@@ -112,9 +71,6 @@ TORCH_LIBRARY_FRAGMENT(iognn, m) {
       "str[] reduces, Tensor? scale=None, int max_out_degree=-1) -> Tensor");
 }
 
-TORCH_LIBRARY_IMPL(iognn, CPU, m) {
-  m.impl("segment_reduce", &segment_reduce_cpu);
-  m.impl("segment_reduce_backward", &segment_reduce_backward_cpu);
-}
+TORCH_LIBRARY_IMPL(iognn, CPU, m) { segment_reduce::register_segment_reduce<CpuSegmentReduce>(m); }
 
 }  // namespace iognn::torch_ext

@@ -49,14 +49,6 @@ bool segment_reduce_extrema_only(const std::vector<SegmentReduce>& reduces) {
 }
 
 namespace {
-// PyG's StdAggregation: sqrt(clamp(var, min=1e-5)), masked to 0 where <= sqrt(1e-5). Both
-// constants are rounded to the accumulation type, as torch does for a Python scalar.
-template <typename acc>
-acc masked_std(acc var) {
-  const acc s = std::sqrt(std::max(var, acc(1e-5)));  // std::max keeps a NaN var (first argument)
-  return s <= acc(0.0031622776601683794) ? acc(0) : s;
-}
-
 // Adds the min / max gradient of row i (value o = out_i, its tie-code planes and wide entries,
 // gradient g) that reaches source values xj: only tied edges (or every edge of a NaN result)
 // receive a share. A sole holder's code counts one holder.

@@ -32,6 +32,15 @@ namespace iognn::cpu {
 
 enum class SegmentReduce : int { kSum = 0, kMean = 1, kMin = 2, kMax = 3, kVar = 4, kStd = 5 };
 
+// PyG's StdAggregation of a variance: sqrt(max(var, 1e-5)), 0 where that is <= sqrt(1e-5); a NaN
+// var stays NaN. Both constants are rounded to the accumulation type, as torch does for a Python
+// scalar. One definition for the host and the device kernels.
+template <typename acc>
+IOGNN_HD acc masked_std(acc var) {
+  const acc s = std::sqrt(var < acc(1e-5) ? acc(1e-5) : var);
+  return s <= acc(0.0031622776601683794) ? acc(0) : s;
+}
+
 // Parses reduction names ("sum", "mean", "min", "max", "var", "std"); throws ValueError naming
 // `reduce` for an empty list, an unknown name or a repeated one.
 std::vector<SegmentReduce> parse_segment_reduces(const std::vector<std::string>& names);

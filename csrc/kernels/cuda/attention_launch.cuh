@@ -1,6 +1,7 @@
 // Host side of the CUDA attention kernels: workspace layouts, launch sequences and the public
-// entry points of attention.h. Each {gat,gatv2,transformer}_{forward,backward}_<dtype>.cu file
-// includes this header and instantiates its entry points for int32 and int64 graphs.
+// entry points of attention.h. One generated unit per variant, pass and storage type
+// (IOGNN_CUDA_INSTANTIATIONS in CMakeLists.txt) includes this header and instantiates its entry
+// points for int32 and int64 graphs.
 //
 // Vector width: a call runs with vector loads (VEC = vector_width<T>()) when C is a multiple of
 // VEC and every node tensor, output and gradient read or written by slots is aligned to a vector

@@ -1,7 +1,7 @@
 // Kernel templates behind kernels/cuda/propagate.h: the propagate family's Ops on the shared CSR
 // schedule (csr_schedule.cuh, which owns the lane geometry, the heavy-row segments and their
-// merge). Included once per storage type by propagate_<dtype>.cu, which instantiates the public
-// entry points (IOGNN_CUDA_PROPAGATE_INSTANTIATE).
+// merge). Included once per storage type by a unit CMake generates (IOGNN_CUDA_INSTANTIATIONS),
+// which instantiates the public entry points (IOGNN_CUDA_PROPAGATE_INSTANTIATE).
 //
 // - GatherOp (forward over the CSR, backward_x over the transposed CSR): a lane folds VEC
 //   features of w_p * x[src_p] over its row or segment, kUnroll gathers in flight; a segment's

@@ -1,7 +1,7 @@
 // CUDA segment-reduction backward: per-destination gradient coefficients, then grad_x gathered over
 // the transposed CSR (one source row per group, its out-edges in transposed-CSR order), and the
-// entry points instantiated by segment_reduce_backward_*.cu. Sources of very large out-degree are
-// split into segments and merged by the shared schedule like heavy forward rows.
+// entry points (instantiated per storage type by a unit CMake generates). Sources of very large
+// out-degree are split into segments and merged by the shared schedule like heavy forward rows.
 #pragma once
 
 #include <algorithm>

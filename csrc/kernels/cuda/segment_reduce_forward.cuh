@@ -1,6 +1,7 @@
 // CUDA segment-reduction forward: the per-lane fold of a destination row's in-edges (all requested
-// reductions at once) and the entry points instantiated by segment_reduce_forward_*.cu (the
-// general kernels) and segment_reduce_forward_parts_*.cu (the common single-purpose ones).
+// reductions at once) and its entry points, instantiated per storage type by units CMake
+// generates (IOGNN_CUDA_INSTANTIATIONS: segment_reduce_forward for the general kernels,
+// segment_reduce_forward_parts for the common single-purpose ones).
 #pragma once
 
 #include <iterator>
@@ -15,19 +16,6 @@
 
 namespace iognn::cuda {
 namespace sr {
-
-// PyG's StdAggregation: sqrt(clamp(var, min=1e-5)), 0 where <= sqrt(1e-5); a NaN var stays NaN.
-template <typename acc>
-__device__ __forceinline__ acc masked_std(acc var) {
-  const acc clamped = var < acc(1e-5) ? acc(1e-5) : var;
-  acc s;
-  if constexpr (std::is_same_v<acc, double>) {
-    s = ::sqrt(clamped);
-  } else {
-    s = ::sqrtf(clamped);
-  }
-  return s <= acc(0.0031622776601683794) ? acc(0) : s;
-}
 
 // Workspace bytes of one forward State for all F features: four acc arrays (sum, sum of squares,
 // min, max), then four int64 arrays (the min / max tie counts and first holders). Written and
@@ -267,7 +255,7 @@ struct ForwardOp {
           case SegmentReduce::kMin: v = deg == 0 ? acc(0) : s.lo[e]; break;
           case SegmentReduce::kMax: v = deg == 0 ? acc(0) : s.hi[e]; break;
           case SegmentReduce::kVar: v = var[e]; break;
-          case SegmentReduce::kStd: v = masked_std(var[e]); break;
+          case SegmentReduce::kStd: v = cpu::masked_std(var[e]); break;
         }
         o.v[e] = from_acc<T>(v);
       }
@@ -345,9 +333,9 @@ struct ForwardCall {
   }
 };
 
-// The unscaled, packed forward of one fixed set of parts (kSpecializedParts); instantiated by
-// segment_reduce_forward_parts_*.cu (declared extern where the entry points are instantiated), so
-// that these kernels build in parallel with the general ones.
+// The unscaled, packed forward of one fixed set of parts (kSpecializedParts); instantiated by the
+// generated segment_reduce_forward_parts units (declared extern where the entry points are
+// instantiated), so that these kernels build in parallel with the general ones.
 constexpr unsigned kSumParts = kPartSum, kVarParts = kPartSum | kPartSq,
                    kMinParts = kPartMin | kPartFirst, kMaxParts = kPartMax | kPartFirst,
                    kMinMaxParts = kPartMin | kPartMax | kPartFirst,

@@ -1,6 +1,0 @@
-// GAT attention backward on CUDA for fp64 features; int32 and int64 graphs.
-#include "kernels/cuda/attention_launch.cuh"
-
-namespace iognn::cuda {
-IOGNN_INSTANTIATE_ATTENTION_BACKWARD(gat, GatInputs, GatGrads, double)
-}  // namespace iognn::cuda

@@ -1,4 +1,0 @@
-// Forward segment-reduction kernels for double storage (one storage type per file keeps builds short).
-#include "kernels/cuda/segment_reduce_forward.cuh"
-
-IOGNN_SEGMENT_REDUCE_FORWARD_CUDA(double)

@@ -1,7 +1,0 @@
-// Graph Transformer attention backward on CUDA for fp64 features; int32 and int64 graphs.
-#include "kernels/cuda/attention_launch.cuh"
-
-namespace iognn::cuda {
-IOGNN_INSTANTIATE_ATTENTION_BACKWARD(transformer, TransformerInputs, TransformerGrads,
-                                     double)
-}  // namespace iognn::cuda
