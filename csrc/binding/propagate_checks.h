@@ -8,13 +8,13 @@
 #include <optional>
 
 #include "binding/utils.h"
-#include "kernels/cpu/propagate.h"
+#include "kernels/propagate_types.h"
 
 namespace iognn::torch_ext {
 
-inline cpu::PropagateReduce parse_reduce(c10::string_view reduce, const char* op) {
-  if (reduce == "sum") return cpu::PropagateReduce::kSum;
-  if (reduce == "mean") return cpu::PropagateReduce::kMean;
+inline PropagateReduce parse_reduce(c10::string_view reduce, const char* op) {
+  if (reduce == "sum") return PropagateReduce::kSum;
+  if (reduce == "mean") return PropagateReduce::kMean;
   TORCH_CHECK_VALUE(false, op, ": reduce must be 'sum' or 'mean', got '", reduce, "'");
 }
 

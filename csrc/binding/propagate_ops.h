@@ -30,7 +30,7 @@ struct ForwardArgs {
   const acc_t<T>* weight;  // nullable
   const T* x;
   int64_t x_stride, num_dst, num_edges, max_degree, F;
-  cpu::PropagateReduce reduce;
+  PropagateReduce reduce;
   const T* bias;  // nullable
   T* out;
 };
@@ -42,7 +42,7 @@ struct BackwardXArgs {
   const acc_t<T>* weight;  // nullable
   const T* grad_out;
   int64_t num_src, num_edges, max_degree, F;
-  cpu::PropagateReduce reduce;
+  PropagateReduce reduce;
   T* grad_x;
 };
 
@@ -52,7 +52,7 @@ struct BackwardWeightArgs {
   const I *rowptr, *col;
   const T *grad_out, *x;
   int64_t x_stride, num_dst, num_edges, max_degree, F;
-  cpu::PropagateReduce reduce;
+  PropagateReduce reduce;
   acc_t<T>* grad_w;
 };
 

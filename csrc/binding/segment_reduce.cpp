@@ -6,17 +6,17 @@
 //             -> (out [num_dst, K*F], ties, wide, mean, plain)
 //           ties [2, num_dst, n, F] uint8 and wide [n, num_edges // 0x7FFF, F] int64 when min or
 //           max is requested (n of them, min first): who holds each result, as tie codes in two
-//           byte planes (kernels/cpu/segment_extremum.h; wide entries are written only where a
+//           byte planes (kernels/segment_extremum.h; wide entries are written only where a
 //           count saturates); mean: [num_dst, F] in the accumulation dtype (fp32; fp64 for fp64)
 //           when var or std is requested, unless the mean is requested too and x is fp32 / fp64
 //           (the backward then reads out's mean); each is an empty [0] tensor otherwise. They
 //           exist for the backward only.
 //           scale [num_dst, S] (x's dtype): PNA's degree scalers applied in the epilogue; out is
 //           then [num_dst, S*K*F] (block s = scale[:, s] * results) and plain [num_dst, K*F]
-//           holds the unscaled results (else an empty [0] tensor). kernels/cpu/segment_reduce.h.
+//           holds the unscaled results (else an empty [0] tensor). kernels/segment_reduce_types.h.
 // Backward: segment_reduce_backward(..., grad_out, reduces, scale=None) -> grad_x [num_src, F]
 //           (transposed CSR gather; min / max split each gradient evenly among tied in-edges as
-//           torch's scatter_reduce does: kernels/cpu/segment_extremum.h). With scale, `out` is
+//           torch's scatter_reduce does: kernels/segment_extremum.h). With scale, `out` is
 //           the forward's plain results and grad_out [num_dst, S*K*F] is folded over the scalers
 //           first. The gradient of scale itself is left to the autograd formula.
 // The transposed-CSR arguments of the forward are unused by it; they are part of the schema so the

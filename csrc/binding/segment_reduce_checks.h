@@ -15,16 +15,16 @@
 #include <vector>
 
 #include "binding/utils.h"
-#include "kernels/cpu/segment_extremum.h"
-#include "kernels/cpu/segment_reduce.h"
+#include "kernels/segment_extremum.h"
+#include "kernels/segment_reduce_types.h"
 
 namespace iognn::torch_ext {
 
 // What a checked call computes.
 struct SegmentReduceCall {
-  std::vector<cpu::SegmentReduce> reduces;
+  std::vector<SegmentReduce> reduces;
   int64_t num_src, num_dst, num_edges, F, K;
-  cpu::TieSlots ties;  // the extrema with tie codes (ties / wide exist when ties.count > 0)
+  TieSlots ties;  // the extrema with tie codes (ties / wide exist when ties.count > 0)
   bool want_mean;      // whether the mean output exists
   int64_t S = 0;       // degree scalers (scale's columns), 0 without
   // var / std with the mean among the results and x of its own accumulation dtype (fp32, fp64):
@@ -37,10 +37,10 @@ struct SegmentReduceCall {
 
 namespace segment_reduce_detail {
 
-inline std::vector<cpu::SegmentReduce> parse_reduces(const std::vector<std::string>& names,
+inline std::vector<SegmentReduce> parse_reduces(const std::vector<std::string>& names,
                                                      const char* op) {
   try {
-    return cpu::parse_segment_reduces(names);
+    return parse_segment_reduces(names);
   } catch (const iognn::ValueError& e) {
     TORCH_CHECK_VALUE(false, op, ": ", e.what());
   }
@@ -92,14 +92,14 @@ inline int64_t check_scale(const std::optional<at::Tensor>& scale, int64_t num_d
   return scale->size(1);
 }
 
-inline SegmentReduceCall describe(std::vector<cpu::SegmentReduce> reduces, int64_t num_src,
+inline SegmentReduceCall describe(std::vector<SegmentReduce> reduces, int64_t num_src,
                                   int64_t num_dst, int64_t num_edges, int64_t F, int64_t S,
                                   at::ScalarType dtype) {
-  const cpu::TieSlots ties = cpu::segment_reduce_tie_slots(reduces);
-  const bool needs_mean = cpu::segment_reduce_needs_mean(reduces);
+  const TieSlots ties = segment_reduce_tie_slots(reduces);
+  const bool needs_mean = segment_reduce_needs_mean(reduces);
   int64_t mean_slot = -1;
   if (needs_mean && acc_dtype(dtype) == dtype) {
-    const auto at = std::find(reduces.begin(), reduces.end(), cpu::SegmentReduce::kMean);
+    const auto at = std::find(reduces.begin(), reduces.end(), SegmentReduce::kMean);
     if (at != reduces.end()) mean_slot = at - reduces.begin();
   }
   const bool want_mean = needs_mean && mean_slot < 0;
@@ -167,7 +167,7 @@ using SegmentReduceOutputs =
 // Uninitialised forward outputs (out, ties, wide, mean, plain): out [num_dst, K*F] like x
 // ([num_dst, S*K*F] with S degree scalers); with min / max, the tie codes ties [2, num_dst, n, F]
 // (uint8: the lead and rest byte planes) and their wide table [n, wide_rows, F] (int64), n = the
-// extrema (kernels/cpu/segment_extremum.h); mean [num_dst, F] in the accumulation dtype with var /
+// extrema (kernels/segment_extremum.h); mean [num_dst, F] in the accumulation dtype with var /
 // std; plain [num_dst, K*F] like x with degree scalers; empty [0] tensors otherwise. The wide table
 // is zero-filled (the kernels write only its saturated entries; it has a row per 32767 edges), so
 // that every output is a function of the inputs. The mean output is also empty when the results
@@ -187,12 +187,12 @@ inline SegmentReduceOutputs empty_segment_reduce_outputs(const SegmentReduceCall
 }
 
 // The kernels' view of the tie arrays (null when the call has no min / max).
-inline cpu::Ties tie_arrays(const SegmentReduceCall& call, at::Tensor& ties, at::Tensor& wide) {
+inline Ties tie_arrays(const SegmentReduceCall& call, at::Tensor& ties, at::Tensor& wide) {
   if (call.ties.count == 0) return {};
   uint8_t* lead = ties.data_ptr<uint8_t>();
   return {lead, lead + ties[0].numel(), wide.data_ptr<int64_t>(), call.wide_rows()};
 }
-inline cpu::TiesView tie_view(const SegmentReduceCall& call, const at::Tensor& ties,
+inline TiesView tie_view(const SegmentReduceCall& call, const at::Tensor& ties,
                               const at::Tensor& wide) {
   if (call.ties.count == 0) return {};
   const uint8_t* lead = ties.const_data_ptr<uint8_t>();
@@ -206,7 +206,7 @@ inline at::Tensor contiguous_scale(const SegmentReduceCall& call,
   return call.S > 0 ? scale->contiguous() : at::Tensor();
 }
 template <typename T>
-cpu::DegreeScales<T> degree_scales(const at::Tensor& scale, at::Tensor& plain) {
+DegreeScales<T> degree_scales(const at::Tensor& scale, at::Tensor& plain) {
   if (!scale.defined()) return {};
   return {cptr<T>(scale), scale.size(1), ptr<T>(plain)};
 }

@@ -31,11 +31,11 @@ struct ForwardArgs {
   const I *rowptr, *col;
   const T* x;
   int64_t x_stride, num_dst, num_edges, max_degree, F;
-  const std::vector<cpu::SegmentReduce>& reduces;
+  const std::vector<SegmentReduce>& reduces;
   T* out;
-  cpu::Ties ties;
+  Ties ties;
   acc_t<T>* mean;  // nullable
-  cpu::DegreeScales<T> scales;
+  DegreeScales<T> scales;
 };
 
 // grad_x over the transposed CSR (colptr's longest row: max_degree).
@@ -45,12 +45,12 @@ struct BackwardArgs {
   const T* x;
   int64_t x_stride;
   const T* out;
-  cpu::TiesView ties;
+  TiesView ties;
   const acc_t<T>* mean;
   int64_t mean_stride;
   const T* grad_out;
   int64_t num_src, num_dst, num_edges, max_degree, F;
-  const std::vector<cpu::SegmentReduce>& reduces;
+  const std::vector<SegmentReduce>& reduces;
   T* grad_x;
 };
 

@@ -2,6 +2,21 @@
 // host (kernels/cpu/{gat,gatv2,transformer}.h) and device (kernels/cuda/attention.h) - so one
 // binding fills them for either. Pointers are host or device pointers as the family requires.
 // Formulas and conventions: kernels/cpu/attention_common.h.
+//
+// The family's places (per variant V in gat, gatv2, transformer):
+//   contract (this file)           kernels/attention_types.h, kernels/cpu/attention_common.h
+//   host kernels                   kernels/cpu/V.{h,cpp}
+//   device kernels                 kernels/cuda/attention.h (API); attention_forward.cuh and
+//                                  attention_backward.cuh (the passes), attention_variants.cuh
+//                                  (what each variant adds: its scores and their gradients),
+//                                  attention_launch.cuh (workspaces and launches)
+//   binding                        binding/attention_ops.h (op bodies, both backends),
+//                                  binding/attention.cpp (schemas, host backend),
+//                                  binding/cuda/attention.cpp (device backend),
+//                                  binding/autograd/attention.cpp (autograd formulas)
+//   Python and tests               python/iognn/ops/attention.py (wrappers, fake kernels);
+//                                  tests/python/test_attention{,_cuda,_layers_cuda}.py,
+//                                  tests/cpp/test_attention_cpu.cpp
 #pragma once
 
 #include <cstdint>

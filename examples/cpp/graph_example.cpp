@@ -76,7 +76,7 @@ int run() {
   std::vector<float> out(num_nodes * F);
   iognn::cpu::propagate_forward<float, int32_t>(rowptr.data(), col.data(), /*weight=*/nullptr,
                                                 x.data(), /*x_stride=*/F, num_nodes, F,
-                                                iognn::cpu::PropagateReduce::kMean,
+                                                iognn::PropagateReduce::kMean,
                                                 /*bias=*/nullptr, out.data());
   std::printf("mean of in-neighbour features (self included):\n");
   for (int64_t i = 0; i < num_nodes; ++i)

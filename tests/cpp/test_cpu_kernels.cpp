@@ -14,7 +14,7 @@
 #include "graph_reference.h"
 #include "kernels/cpu/gat.h"
 #include "kernels/cpu/propagate.h"
-#include "kernels/cpu/segment_extremum.h"
+#include "kernels/segment_extremum.h"
 #include "kernels/cpu/segment_reduce.h"
 
 namespace iognn::test {
@@ -88,7 +88,7 @@ void run_propagate(const Shape& s, uint64_t seed) {
   const std::vector<T> bias = random_values<T>(F, seed + 6);  // fused into the forward
   std::vector<acc_t<T>> w(E);
   for (int64_t p = 0; p < E; ++p) w[p] = acc_t<T>(0.5 + 0.25 * double(p % 5));
-  for (auto reduce : {cpu::PropagateReduce::kSum, cpu::PropagateReduce::kMean}) {
+  for (auto reduce : {PropagateReduce::kSum, PropagateReduce::kMean}) {
     SCOPED_TRACE(int(reduce));
     std::vector<T> out(s.num_dst * F), grad_x(s.num_src * F);
     std::vector<acc_t<T>> grad_w(E);
@@ -105,7 +105,7 @@ void run_propagate(const Shape& s, uint64_t seed) {
     for (int64_t p = 0; p < E; ++p) {
       const int64_t i = g.dst_of[p], j = g.col[p];
       const double deg = double(g.rowptr[i + 1] - g.rowptr[i]);
-      const double scale = reduce == cpu::PropagateReduce::kMean ? 1.0 / deg : 1.0;
+      const double scale = reduce == PropagateReduce::kMean ? 1.0 / deg : 1.0;
       for (int64_t f = 0; f < F; ++f) {
         ref_out[i * F + f] += scale * double(w[p]) * double(x[j * stride + f]);
         ref_gx[j * F + f] += scale * double(w[p]) * double(grad[i * F + f]);
@@ -120,7 +120,6 @@ void run_propagate(const Shape& s, uint64_t seed) {
 
 template <typename T, typename I>
 void run_segment_reduce(const Shape& s, uint64_t seed) {
-  using cpu::SegmentReduce;
   const Built<I> g = build<I>(s, seed);
   const int64_t F = 3;
   const std::vector<SegmentReduce> reduces = {SegmentReduce::kSum, SegmentReduce::kMean,
@@ -140,11 +139,11 @@ void run_segment_reduce(const Shape& s, uint64_t seed) {
   std::vector<acc_t<T>> mean(s.num_dst * F);
   cpu::segment_reduce_forward<T, I>(g.rowptr.data(), g.col.data(), x.data(), F, s.num_dst, F,
                                     reduces, out.data(),
-                                    cpu::Ties{ties.data(), ties.data() + plane, nullptr, 0},
+                                    Ties{ties.data(), ties.data() + plane, nullptr, 0},
                                     mean.data());
   cpu::segment_reduce_backward<T, I>(g.colptr.data(), g.row.data(), g.rowptr.data(), x.data(), F,
                                      out.data(),
-                                     cpu::TiesView{ties.data(), ties.data() + plane, nullptr, 0},
+                                     TiesView{ties.data(), ties.data() + plane, nullptr, 0},
                                      mean.data(), F, grad.data(), s.num_src, F, reduces,
                                      grad_x.data());
   // min and max alone: the same results and tie codes as in the call of all six.
@@ -153,7 +152,7 @@ void run_segment_reduce(const Shape& s, uint64_t seed) {
   cpu::segment_reduce_forward<T, I>(
       g.rowptr.data(), g.col.data(), x.data(), F, s.num_dst, F,
       {SegmentReduce::kMin, SegmentReduce::kMax}, out_extrema.data(),
-      cpu::Ties{holder_ties.data(), holder_ties.data() + plane, nullptr, 0}, nullptr);
+      Ties{holder_ties.data(), holder_ties.data() + plane, nullptr, 0}, nullptr);
   // Forward by definition (0 for an empty row); backward: sum and mean spread the gradient over
   // the row, min / max send it to the edges holding the result (split evenly among duplicate
   // edges; random values have no other ties), var adds

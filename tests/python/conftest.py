@@ -121,7 +121,7 @@ def tie_codes(ties: torch.Tensor) -> torch.Tensor:
 
 
 def long_tie_rows(dtype=torch.float64):
-    """(edge_index, x) past the limits of the 16-bit tie codes (kernels/cpu/segment_extremum.h).
+    """(edge_index, x) past the limits of the 16-bit tie codes (kernels/segment_extremum.h).
 
     Destinations 0 and 1 have 40,000 in-edges each (sources 0..39,999, so an edge's position in
     its row is its source). Feature 0 is 1.0 everywhere: both rows hold 40,000 ties, past the

@@ -1,22 +1,12 @@
-// Propagate (SpMM) family, host kernels.
-//
-//   out[i, :] = sum_{p in row i} w[p] * x[col[p], :]          (reduce = sum)
-//   out[i, :] = (1 / deg(i)) * sum_{p in row i} w[p] * x[...]  (reduce = mean; 0 for an empty row)
-//   ... + bias[:]                                             (optional, fused: a layer's bias)
-//
-// w is an optional per-CSR-position weight (nullptr means 1) stored in the accumulation type
-// (fp32 for fp16/bf16/fp32 features, fp64 for fp64). GCN normalisation is a weight computed once per
-// graph by the caller. Every output row is produced by one thread in CSR order: deterministic.
-// Shapes: x [num_src, F] with row stride x_stride (feature stride 1); out and grads contiguous.
+// Propagate (SpMM) family, host kernels (contract: kernels/propagate_types.h).
 #pragma once
 
 #include <cstdint>
 
 #include "core/numeric.h"
+#include "kernels/propagate_types.h"
 
 namespace iognn::cpu {
-
-enum class PropagateReduce : int { kSum = 0, kMean = 1 };
 
 template <typename T, typename index_t>
 void propagate_forward(const index_t* rowptr, const index_t* col, const acc_t<T>* weight,

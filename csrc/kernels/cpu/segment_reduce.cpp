@@ -6,10 +6,11 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "kernels/cpu/instantiate.h"
-#include "kernels/cpu/segment_extremum.h"
+#include "kernels/segment_extremum.h"
 
-namespace iognn::cpu {
+namespace iognn {
 
+// ---- the contract's helpers (kernels/segment_reduce_types.h) -------------------------------
 std::vector<SegmentReduce> parse_segment_reduces(const std::vector<std::string>& names) {
   static const char* const kNames[] = {"sum", "mean", "min", "max", "var", "std"};
   IOGNN_CHECK(!names.empty(), ValueError, "reduce must name at least one reduction");
@@ -47,6 +48,10 @@ bool segment_reduce_extrema_only(const std::vector<SegmentReduce>& reduces) {
     return r == SegmentReduce::kMin || r == SegmentReduce::kMax;
   });
 }
+
+}  // namespace iognn
+
+namespace iognn::cpu {
 
 namespace {
 // Adds the min / max gradient of row i (value o = out_i, its tie-code planes and wide entries,

@@ -1,5 +1,5 @@
 // Propagate (SpMM family), CUDA kernels: the device twins of kernels/cpu/propagate.h, on raw device
-// pointers and a stream (torch-free). Same contracts as the host kernels:
+// pointers and a stream (torch-free). Same contract (kernels/propagate_types.h):
 //
 //   forward:          out[i, :] = scale_i * sum_{p in row i} w[p] * x[col[p], :] (+ bias[:])
 //   backward_x:       grad_x[j, :] = sum_{q in column j} scale_{row[q]} * w[csc2csr[q]] * grad_out[row[q], :]
@@ -25,11 +25,9 @@
 #include <cstdint>
 
 #include "core/numeric.h"
-#include "kernels/cpu/propagate.h"  // PropagateReduce, shared with the host kernels
+#include "kernels/propagate_types.h"
 
 namespace iognn::cuda {
-
-using PropagateReduce = ::iognn::cpu::PropagateReduce;
 
 // Workspace bytes of the two gathers (forward, backward_x) over num_rows rows of num_edges edges,
 // and of the sampled dense-dense product (backward_weight); 0 when no row can be heavy.

@@ -1,9 +1,9 @@
 // Segment-reduction family on CUDA (sum/mean/min/max/var/std of x_j over the in-edges of each
 // target i, several fused in one pass), torch-free launch API on raw device pointers.
 //
-// Same contract as the host kernels (kernels/cpu/segment_reduce.h): shapes, PyG's empty-row zeros,
+// Same contract as the host kernels (kernels/segment_reduce_types.h): shapes, PyG's empty-row zeros,
 // var = E[x^2] - E[x]^2, the std clamp and mask, NaN propagation as torch.amax, the min / max tie
-// codes and torch's even split of their gradient (the same code: kernels/cpu/segment_extremum.h),
+// codes and torch's even split of their gradient (the same code: kernels/segment_extremum.h),
 // the mean aux output in acc_t<T>. Min, max and the tie codes equal the host kernels' exactly.
 // Results are bit-identical run to run (no float atomics); sums may differ from the host kernels in
 // the last bits for rows split over several segments (a different, but fixed, summation order).
@@ -24,14 +24,9 @@
 #include <vector>
 
 #include "core/numeric.h"
-#include "kernels/cpu/segment_reduce.h"
+#include "kernels/segment_reduce_types.h"
 
 namespace iognn::cuda {
-
-using cpu::DegreeScales;
-using cpu::SegmentReduce;
-using cpu::Ties;
-using cpu::TiesView;
 
 // Workspace bytes of segment_reduce_forward for num_dst rows, num_edges = col's length, F features.
 // max_degree: the longest row when the caller knows it (a Graph does), else -1; the forward must be

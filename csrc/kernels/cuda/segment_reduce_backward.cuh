@@ -8,7 +8,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/cpu/segment_extremum.h"
+#include "kernels/segment_extremum.h"
 #include "kernels/cuda/segment_reduce.h"
 #include "kernels/cuda/segment_reduce_common.cuh"
 #include "kernels/cuda/csr_schedule.cuh"
@@ -48,17 +48,17 @@ struct BackwardTable {
 // Whether the backward runs in two passes (split_backward): reductions linear in x_j and min / max
 // together.
 inline bool split_backward(const std::vector<SegmentReduce>& reduces) {
-  return cpu::segment_reduce_tie_slots(reduces).count > 0 &&
-         !cpu::segment_reduce_extrema_only(reduces);
+  return segment_reduce_tie_slots(reduces).count > 0 &&
+         !segment_reduce_extrema_only(reduces);
 }
 
 template <typename T>
 BackwardTable backward_table(int64_t num_src, int64_t num_dst, int64_t F,
                              const std::vector<SegmentReduce>& reduces) {
   BackwardTable t;
-  const bool sum = cpu::segment_reduce_has(reduces, SegmentReduce::kSum);
-  const bool mean = cpu::segment_reduce_has(reduces, SegmentReduce::kMean);
-  t.has_b = cpu::segment_reduce_needs_mean(reduces);
+  const bool sum = segment_reduce_has(reduces, SegmentReduce::kSum);
+  const bool mean = segment_reduce_has(reduces, SegmentReduce::kMean);
+  t.has_b = segment_reduce_needs_mean(reduces);
   t.has_a = (sum && mean) || (t.has_b && (sum || mean));
   t.has_partial = split_backward(reduces) && !std::is_same_v<T, acc_t<T>>;
   const auto place = [&](bool present, int64_t rows, size_t& offset) {
@@ -272,7 +272,7 @@ struct BackwardOp {
   const T* out;
   const T* grad_out;
   TiesView ties;
-  cpu::TieSlots tie_slots;
+  TieSlots tie_slots;
   const acc* a;     // [num_dst, F] or nullptr (with b: b * mean folded in)
   const acc* b;     // [num_dst, F] or nullptr (var / std)
   const acc* mean;  // the forward's mean when b is not folded into a, else nullptr
@@ -606,7 +606,7 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
   using acc = acc_t<T>;
   const int64_t K = sr::make_reduce_list(reduces).count;
   const sr::BackwardSlots slots = sr::backward_slots(reduces);
-  const cpu::TieSlots tie_slots = cpu::segment_reduce_tie_slots(reduces);
+  const TieSlots tie_slots = segment_reduce_tie_slots(reduces);
   const sr::BackwardTable table = sr::backward_table<T>(num_src, num_dst, F, reduces);
   const size_t table_bytes = align_up(table.bytes, 256);
   IOGNN_CHECK(table_bytes == 0 || (workspace != nullptr && workspace_bytes >= table_bytes),
@@ -643,7 +643,7 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
   // The passes: the linear one (sums, means, var / std) and the min / max one; with both, the
   // first leaves its sums in `partial` (acc: grad_x itself when T is acc, else the workspace's
   // array) and the second adds them when it stores grad_x.
-  const bool extrema = tie_slots.count > 0, linear = !cpu::segment_reduce_extrema_only(reduces);
+  const bool extrema = tie_slots.count > 0, linear = !segment_reduce_extrema_only(reduces);
   acc* partial = nullptr;
   if (sr::split_backward(reduces))
     partial =
@@ -674,13 +674,13 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
 #define IOGNN_SEGMENT_REDUCE_BACKWARD_CUDA_FOR(T, I)                                         \
   template void iognn::cuda::segment_reduce_backward<T, I>(                                  \
       const I*, const I*, const I*, const I*, const T*, int64_t, const T*,                   \
-      iognn::cuda::TiesView, const iognn::acc_t<T>*, int64_t, const T*, int64_t, int64_t,    \
-      int64_t, int64_t, int64_t, const std::vector<iognn::cuda::SegmentReduce>&, T*, void*, size_t,   \
+      iognn::TiesView, const iognn::acc_t<T>*, int64_t, const T*, int64_t, int64_t,    \
+      int64_t, int64_t, int64_t, const std::vector<iognn::SegmentReduce>&, T*, void*, size_t,   \
       cudaStream_t);
 #define IOGNN_SEGMENT_REDUCE_BACKWARD_CUDA(T)                                                  \
   template size_t iognn::cuda::segment_reduce_backward_workspace<T>(                           \
       int64_t, int64_t, int64_t, int64_t, int64_t,                                             \
-      const std::vector<iognn::cuda::SegmentReduce>&);                                         \
+      const std::vector<iognn::SegmentReduce>&);                                         \
   template void iognn::cuda::segment_reduce_fold_scales<T>(const T*, const T*, int64_t,        \
                                                            int64_t, int64_t, T*, cudaStream_t); \
   IOGNN_SEGMENT_REDUCE_BACKWARD_CUDA_FOR(T, int32_t)                                           \

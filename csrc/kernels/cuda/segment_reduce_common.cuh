@@ -12,7 +12,7 @@
 
 #include "core/error.h"
 #include "core/numeric.h"
-#include "kernels/cpu/segment_reduce.h"
+#include "kernels/segment_reduce_types.h"
 #include "kernels/cuda/common.cuh"
 
 namespace iognn::cuda::sr {
@@ -34,13 +34,13 @@ bool tie_planes_aligned(const TieArrays& ties, int kPack) {
 // ---- the requested reductions -------------------------------------------------------------------
 constexpr int kMaxReduces = 6;  // sum, mean, min, max, var, std: each at most once
 
-// Reduction codes (iognn::cpu::SegmentReduce values) in request order, passed by value to kernels.
+// Reduction codes (iognn::SegmentReduce values) in request order, passed by value to kernels.
 struct ReduceList {
   int count;
   int8_t code[kMaxReduces];
 };
 
-inline ReduceList make_reduce_list(const std::vector<cpu::SegmentReduce>& reduces) {
+inline ReduceList make_reduce_list(const std::vector<SegmentReduce>& reduces) {
   IOGNN_CHECK(!reduces.empty() && reduces.size() <= size_t(kMaxReduces), ValueError,
               "segment_reduce: between 1 and ", kMaxReduces, " reductions expected, got ",
               reduces.size());

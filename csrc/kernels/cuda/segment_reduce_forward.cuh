@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cpu/segment_extremum.h"
+#include "kernels/segment_extremum.h"
 #include "kernels/cuda/segment_reduce.h"
 #include "kernels/cuda/segment_reduce_common.cuh"
 #include "kernels/cuda/csr_schedule.cuh"
@@ -34,11 +34,11 @@ constexpr unsigned kRuntimeParts = 0, kRuntimeFirst = kPartFirst;
 
 // The parts a list of reductions needs.
 inline unsigned forward_parts(const std::vector<SegmentReduce>& reduces) {
-  const bool sq = cpu::segment_reduce_needs_mean(reduces);
-  const bool sum = sq || cpu::segment_reduce_has(reduces, SegmentReduce::kSum) ||
-                   cpu::segment_reduce_has(reduces, SegmentReduce::kMean);
-  const unsigned extrema = (cpu::segment_reduce_has(reduces, SegmentReduce::kMin) ? kPartMin : 0u) |
-                           (cpu::segment_reduce_has(reduces, SegmentReduce::kMax) ? kPartMax : 0u);
+  const bool sq = segment_reduce_needs_mean(reduces);
+  const bool sum = sq || segment_reduce_has(reduces, SegmentReduce::kSum) ||
+                   segment_reduce_has(reduces, SegmentReduce::kMean);
+  const unsigned extrema = (segment_reduce_has(reduces, SegmentReduce::kMin) ? kPartMin : 0u) |
+                           (segment_reduce_has(reduces, SegmentReduce::kMax) ? kPartMax : 0u);
   return (sum ? kPartSum : 0u) | (sq ? kPartSq : 0u) | extrema | (extrema ? kPartFirst : 0u);
 }
 
@@ -80,7 +80,7 @@ struct ForwardOp {
   bool want_sum, want_sq, want_min, want_max;  // read when kRuntime
   T* out;
   Ties ties;
-  cpu::TieSlots tie_slots;
+  TieSlots tie_slots;
   acc* mean;
   DegreeScales<T> scales;  // kScaled: PNA's degree scalers, applied as the results are written
 
@@ -255,7 +255,7 @@ struct ForwardOp {
           case SegmentReduce::kMin: v = deg == 0 ? acc(0) : s.lo[e]; break;
           case SegmentReduce::kMax: v = deg == 0 ? acc(0) : s.hi[e]; break;
           case SegmentReduce::kVar: v = var[e]; break;
-          case SegmentReduce::kStd: v = cpu::masked_std(var[e]); break;
+          case SegmentReduce::kStd: v = masked_std(var[e]); break;
         }
         o.v[e] = from_acc<T>(v);
       }
@@ -321,7 +321,7 @@ struct ForwardCall {
             (parts & kPartMax) != 0,
             out,
             ties,
-            cpu::segment_reduce_tie_slots(*reduces),
+            segment_reduce_tie_slots(*reduces),
             mean,
             scales};
   }
@@ -371,10 +371,10 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
                             const std::vector<SegmentReduce>& reduces, T* out, Ties ties,
                             acc_t<T>* mean, DegreeScales<T> scales, void* workspace,
                             size_t workspace_bytes, cudaStream_t stream) {
-  const sr::ForwardCall<T, index_t> call{rowptr, col,   x,     x_stride, num_dst,
-                                         F,      &reduces, out, ties,   mean,
-                                         scales, sr::forward_plan<T>(num_dst, num_edges, max_degree, F),
-                                         workspace, workspace_bytes, stream};
+  const HeavyPlan plan = sr::forward_plan<T>(num_dst, num_edges, max_degree, F);
+  const sr::ForwardCall<T, index_t> call{rowptr, col,  x,      x_stride,  num_dst,
+                                         F,      &reduces, out, ties, mean,
+                                         scales, plan, workspace, workspace_bytes, stream};
   // 16-byte packs when every packed access stays aligned (at most kExtremumVec features a lane
   // with min / max); one element per lane otherwise.
   constexpr int kPack = kVec<T>;  // elements of one 16-byte pack
@@ -425,8 +425,8 @@ void segment_reduce_forward(const index_t* rowptr, const index_t* col, const T* 
 #define IOGNN_SEGMENT_REDUCE_FORWARD_CUDA_FOR(T, I)                                           \
   template void iognn::cuda::segment_reduce_forward<T, I>(                                    \
       const I*, const I*, const T*, int64_t, int64_t, int64_t, int64_t, int64_t,              \
-      const std::vector<iognn::cuda::SegmentReduce>&, T*, iognn::cuda::Ties, iognn::acc_t<T>*, \
-      iognn::cuda::DegreeScales<T>, void*, size_t, cudaStream_t);
+      const std::vector<iognn::SegmentReduce>&, T*, iognn::Ties, iognn::acc_t<T>*, \
+      iognn::DegreeScales<T>, void*, size_t, cudaStream_t);
 #define IOGNN_SEGMENT_REDUCE_FORWARD_CUDA(T)                                                   \
   IOGNN_SEGMENT_REDUCE_FORWARD_PARTS(extern, T)                                                \
   template size_t iognn::cuda::segment_reduce_forward_workspace<T>(int64_t, int64_t, int64_t,  \

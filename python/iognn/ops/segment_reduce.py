@@ -90,7 +90,7 @@ def segment_reduce(graph, x: Tensor, reduce: Union[str, Sequence[str]],
 
 
 # ---- registration: fake kernels (the autograd formula is C++: csrc/binding/autograd) -----------
-# A tied count at or above this value is kept in the wide table (kernels/cpu/segment_extremum.h).
+# A tied count at or above this value is kept in the wide table (kernels/segment_extremum.h).
 TIE_SATURATED = 0x7FFF
 
 
