@@ -37,15 +37,8 @@ class SumAggregation(_Reduction):
     .. math::
         \mathrm{sum}(\mathcal{X}) = \sum_{\mathbf{x}_i \in \mathcal{X}} \mathbf{x}_i
 
-    Args:
-        None. Called as ``aggr(x, index=None, ptr=None, dim_size=None, dim=-2)`` (see
-        :class:`Aggregation`).
-
-    Shapes:
-        - **input:** ``x`` ``[*, E, *, F]`` (messages along ``dim``, default -2); ``index``
-          ``[E]`` or ``ptr`` ``[G + 1]``; ``dim_size`` :math:`G` (optional).
-        - **output:** ``x``'s shape with ``E`` replaced by ``G`` along ``dim``; an empty group
-          gives 0.
+    Takes no arguments; called, with the shapes of every aggregation (an empty group gives 0), as
+    :class:`Aggregation`.
     """
     reduce = "sum"
 
@@ -57,15 +50,8 @@ class MeanAggregation(_Reduction):
         \mathrm{mean}(\mathcal{X}) = \frac{1}{|\mathcal{X}|}
         \sum_{\mathbf{x}_i \in \mathcal{X}} \mathbf{x}_i
 
-    Args:
-        None. Called as ``aggr(x, index=None, ptr=None, dim_size=None, dim=-2)`` (see
-        :class:`Aggregation`).
-
-    Shapes:
-        - **input:** ``x`` ``[*, E, *, F]`` (messages along ``dim``, default -2); ``index``
-          ``[E]`` or ``ptr`` ``[G + 1]``; ``dim_size`` :math:`G` (optional).
-        - **output:** ``x``'s shape with ``E`` replaced by ``G`` along ``dim``; an empty group
-          gives 0.
+    Takes no arguments; called, with the shapes of every aggregation (an empty group gives 0), as
+    :class:`Aggregation`.
     """
     reduce = "mean"
 
@@ -79,15 +65,8 @@ class MinAggregation(_Reduction):
 
     The gradient of a tie is split evenly among the tied messages, as PyG's scatter does.
 
-    Args:
-        None. Called as ``aggr(x, index=None, ptr=None, dim_size=None, dim=-2)`` (see
-        :class:`Aggregation`).
-
-    Shapes:
-        - **input:** ``x`` ``[*, E, *, F]`` (messages along ``dim``, default -2); ``index``
-          ``[E]`` or ``ptr`` ``[G + 1]``; ``dim_size`` :math:`G` (optional).
-        - **output:** ``x``'s shape with ``E`` replaced by ``G`` along ``dim``; an empty group
-          gives 0.
+    Takes no arguments; called, with the shapes of every aggregation (an empty group gives 0), as
+    :class:`Aggregation`.
     """
     reduce = "min"
 
@@ -101,15 +80,8 @@ class MaxAggregation(_Reduction):
 
     The gradient of a tie is split evenly among the tied messages, as PyG's scatter does.
 
-    Args:
-        None. Called as ``aggr(x, index=None, ptr=None, dim_size=None, dim=-2)`` (see
-        :class:`Aggregation`).
-
-    Shapes:
-        - **input:** ``x`` ``[*, E, *, F]`` (messages along ``dim``, default -2); ``index``
-          ``[E]`` or ``ptr`` ``[G + 1]``; ``dim_size`` :math:`G` (optional).
-        - **output:** ``x``'s shape with ``E`` replaced by ``G`` along ``dim``; an empty group
-          gives 0.
+    Takes no arguments; called, with the shapes of every aggregation (an empty group gives 0), as
+    :class:`Aggregation`.
     """
     reduce = "max"
 
@@ -131,11 +103,7 @@ class VarAggregation(_Reduction):
             to every var/std child once one ``VarAggregation`` child sets it, as in PyG.
             (default: ``False``)
 
-    Shapes:
-        - **input:** ``x`` ``[*, E, *, F]`` (messages along ``dim``, default -2); ``index``
-          ``[E]`` or ``ptr`` ``[G + 1]``; ``dim_size`` :math:`G` (optional).
-        - **output:** ``x``'s shape with ``E`` replaced by ``G`` along ``dim``; an empty group
-          gives 0.
+    Called, with the shapes of every aggregation (an empty group gives 0), as :class:`Aggregation`.
     """
     reduce = "var"
 
@@ -165,11 +133,7 @@ class StdAggregation(_Reduction):
             :class:`VarAggregation`; inside a ``MultiAggregation`` the group's var setting
             applies instead). (default: ``False``)
 
-    Shapes:
-        - **input:** ``x`` ``[*, E, *, F]`` (messages along ``dim``, default -2); ``index``
-          ``[E]`` or ``ptr`` ``[G + 1]``; ``dim_size`` :math:`G` (optional).
-        - **output:** ``x``'s shape with ``E`` replaced by ``G`` along ``dim``; an empty group
-          gives 0.
+    Called, with the shapes of every aggregation (an empty group gives 0), as :class:`Aggregation`.
     """
     reduce = "std"
 
