@@ -107,6 +107,11 @@ class Graph:
         self_loops: a :class:`SelfLoops` mode (default KEEP).
         index_dtype: force ``torch.int64`` indices; by default int32 is used whenever every count
             fits, int64 otherwise.
+
+    Attributes:
+        max_degree_hints: ``(max in-degree, max out-degree)`` as the build measured them (no extra
+            pass, no sync), or ``(-1, -1)`` for a Graph built inside ``torch.compile``. The CUDA
+            ops take them as hints: on a graph without heavy rows each op is one kernel launch.
     """
 
     def __init__(self, edge_index: Tensor, num_nodes: Size = None,
