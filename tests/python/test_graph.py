@@ -429,3 +429,17 @@ def test_edge_index_sorted_by_column_gives_the_same_graph():
             want = Graph(ordered.to(device), (40, 30), mode)
             for name in ("rowptr", "col", "eid", "colptr", "row", "csc2csr", "edge_map"):
                 assert torch.equal(getattr(got, name).cpu(), getattr(want, name).cpu()), name
+
+
+@pytest.mark.parametrize("self_loops", list(SelfLoops))
+def test_max_degree_hints_are_the_longest_rows(graph_case, self_loops):
+    """The build's degree hints equal the longest row of each CSR (0 for a side without nodes
+    or edges), for every graph case and self-loop mode, on the CPU and (when present) the GPU."""
+    name, edge_index, size = graph_case
+    for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
+        g = Graph(edge_index.to(device), size, self_loops=self_loops)
+        longest = tuple(int(g.degree(d).max()) if g.degree(d).numel() else 0
+                        for d in ("in", "out"))
+        assert g.max_degree_hints == longest, (name, device)
+        assert g.max_in_degree == longest[0]
+        assert g.to("cpu").max_degree_hints == longest
