@@ -26,9 +26,7 @@ using namespace attention;
 
 // The host kernels (kernels/cpu/), one overload per variant.
 struct CpuAttention {
-  struct Scope {
-    explicit Scope(const Tensor&) {}
-  };
+  using Scope = HostScope;
 
   template <typename T, typename I>
   static void forward(const Scope&, const AttentionGraph<I>& g, const AttentionConfig& cfg,

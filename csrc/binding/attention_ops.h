@@ -3,7 +3,7 @@
 // kernels. binding/attention.cpp defines the schemas and registers these bodies with the host
 // kernels; binding/cuda/attention.cpp registers them with the device kernels. A Backend provides
 //
-//   struct Scope { explicit Scope(const Tensor& ref); };  // the call's device guard and stream
+//   using Scope = HostScope or DeviceScope (binding/utils.h, binding/cuda/device_scope.h)
 //   template <typename T, typename I, class Inputs>
 //   static void forward(const Scope&, const AttentionGraph<I>&, const AttentionConfig&,
 //                       int64_t edge_dim, const Inputs&, const AttentionOutputs<T>&);

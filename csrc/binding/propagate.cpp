@@ -23,9 +23,7 @@ using namespace propagate;
 
 // The host kernels (kernels/cpu/propagate.h); the degree hints are the device schedule's only.
 struct CpuPropagate {
-  struct Scope {
-    explicit Scope(const at::Tensor&) {}
-  };
+  using Scope = HostScope;
   template <typename T, typename I>
   static void forward(const Scope&, const ForwardArgs<T, I>& a) {
     cpu::propagate_forward<T, I>(a.rowptr, a.col, a.weight, a.x, a.x_stride, a.num_dst, a.F,

@@ -3,7 +3,7 @@
 // binding/propagate.cpp defines the schemas and registers these bodies with the host kernels;
 // binding/cuda/propagate.cpp with the device kernels. A Backend provides
 //
-//   struct Scope { explicit Scope(const at::Tensor& ref); };  // the call's device and stream
+//   using Scope = HostScope or DeviceScope (binding/utils.h, binding/cuda/device_scope.h)
 //   template <typename T, typename I> static void forward(const Scope&, const ForwardArgs<T, I>&);
 //   template <typename T, typename I>
 //   static void backward_x(const Scope&, const BackwardXArgs<T, I>&);

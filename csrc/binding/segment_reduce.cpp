@@ -36,9 +36,7 @@ using namespace segment_reduce;
 
 // The host kernels (kernels/cpu/segment_reduce.h); the degree hints are the device schedule's only.
 struct CpuSegmentReduce {
-  struct Scope {
-    explicit Scope(const at::Tensor&) {}
-  };
+  using Scope = HostScope;
   template <typename T, typename I>
   static void forward(const Scope&, const ForwardArgs<T, I>& a) {
     cpu::segment_reduce_forward<T, I>(a.rowptr, a.col, a.x, a.x_stride, a.num_dst, a.F, a.reduces,

@@ -4,7 +4,7 @@
 // bodies with the host kernels; binding/cuda/segment_reduce.cpp with the device kernels. A
 // Backend provides
 //
-//   struct Scope { explicit Scope(const at::Tensor& ref); };  // the call's device and stream
+//   using Scope = HostScope or DeviceScope (binding/utils.h, binding/cuda/device_scope.h)
 //   template <typename T, typename I> static void forward(const Scope&, const ForwardArgs<T, I>&);
 //   template <typename T>
 //   static void fold_scales(const Scope&, const T* grad_out, const T* scale, int64_t num_dst,

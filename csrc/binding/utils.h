@@ -13,6 +13,12 @@
 
 namespace iognn::torch_ext {
 
+// The Scope of every host backend of a binding (<family>_ops.h): a CPU call needs no device guard
+// or stream.
+struct HostScope {
+  explicit HostScope(const at::Tensor&) {}
+};
+
 template <typename T>
 struct type_tag {
   using type = T;

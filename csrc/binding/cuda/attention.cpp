@@ -3,11 +3,10 @@
 // inputs' device, with scratch from PyTorch's caching allocator; nothing synchronises, so the ops
 // can be captured in a CUDA graph.
 #include <ATen/ATen.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
 #include "binding/attention_ops.h"
+#include "binding/cuda/device_scope.h"
 #include "kernels/cuda/attention.h"
 
 namespace iognn::torch_ext {
@@ -18,14 +17,7 @@ using namespace attention;
 // The device kernels, one overload per variant: each asks its workspace size, takes that much
 // scratch on the inputs' device (stream-ordered, back to the cache afterwards) and runs.
 struct CudaAttention {
-  struct Scope {
-    explicit Scope(const Tensor& ref)
-        : ref(ref), guard(ref.device()),
-          stream(c10::cuda::getCurrentCUDAStream(ref.device().index())) {}
-    const Tensor& ref;
-    c10::cuda::CUDAGuard guard;
-    c10::cuda::CUDAStream stream;
-  };
+  using Scope = DeviceScope;
 
   // run(workspace, n, stream) with a workspace of n = bytes() bytes (core errors of either
   // translated into Python's).
@@ -34,7 +26,7 @@ struct CudaAttention {
     translate_errors([&] {
       const size_t n = bytes();
       const Tensor ws = at::empty({int64_t(n)}, scope.ref.options().dtype(at::kByte));
-      run(ws.data_ptr(), n, scope.stream.stream());
+      run(ws.data_ptr(), n, scope.stream);
     });
   }
 

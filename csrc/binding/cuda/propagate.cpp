@@ -5,10 +5,9 @@
 // from PyTorch's caching allocator (none when the degree hint rules heavy rows out), so every
 // call is capturable.
 #include <ATen/ATen.h>
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include "binding/cuda/device_scope.h"
 #include "binding/propagate_ops.h"
 #include "kernels/cuda/propagate.h"
 
@@ -18,13 +17,7 @@ namespace {
 using namespace propagate;
 
 struct CudaPropagate {
-  struct Scope {
-    explicit Scope(const at::Tensor& ref)
-        : ref(ref), guard(ref.device()), stream(at::cuda::getCurrentCUDAStream().stream()) {}
-    const at::Tensor& ref;
-    c10::cuda::CUDAGuard guard;
-    cudaStream_t stream;
-  };
+  using Scope = DeviceScope;
 
   // run(workspace, bytes) with `bytes` of scratch on the call's device (null for none).
   template <typename Run>

@@ -3,10 +3,9 @@
 // current stream of x's device; the heavy-row workspace comes from the caching allocator (none
 // when the degree hint rules heavy rows out); nothing synchronises.
 #include <ATen/ATen.h>
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include "binding/cuda/device_scope.h"
 #include "binding/segment_reduce_ops.h"
 #include "kernels/cuda/segment_reduce.h"
 
@@ -16,13 +15,7 @@ namespace {
 using namespace segment_reduce;
 
 struct CudaSegmentReduce {
-  struct Scope {
-    explicit Scope(const at::Tensor& ref)
-        : ref(ref), guard(ref.device()), stream(at::cuda::getCurrentCUDAStream().stream()) {}
-    const at::Tensor& ref;
-    c10::cuda::CUDAGuard guard;
-    cudaStream_t stream;
-  };
+  using Scope = DeviceScope;
 
   // Scratch bytes on the call's device (256-byte aligned: the allocator hands out whole blocks).
   static at::Tensor workspace(const Scope& s, size_t bytes) {
