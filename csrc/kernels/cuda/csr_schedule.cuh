@@ -54,9 +54,9 @@ constexpr int kMergeThreads = 512;         // threads per block of the merge ker
 constexpr int kMergeUnroll = 4;            // slots whose loads a merging lane issues at once
 constexpr int kEdgeUnroll = 4;             // edges whose loads a lane issues before using them
 constexpr int64_t kMinSegmentEdges = 128;  // shortest segment (a heavy row has >= 2 of them)
-constexpr int64_t kShortSegmentEdges = 32;  // ... on graphs too small to fill the GPU (below)
+constexpr int64_t kShortSegmentEdges = 16;  // ... on graphs too small to fill the GPU (below)
 constexpr int64_t kTargetSlots = 16384;     // segments that fill an H100 / H200 about twice
-constexpr int64_t kMeanDegreeFactor = 8;   // a heavy row has more than 8x the mean degree
+constexpr int64_t kMeanDegreeFactor = 2;   // a heavy row has more than 2x the mean degree
 constexpr int64_t kMinSlots = 64;
 constexpr int64_t kMaxSlots = int64_t(1) << 20;
 // Slot-state budget: a quarter of an fp32 copy of the output rows, clamped to [16 MiB, 512 MiB].
@@ -68,18 +68,20 @@ __host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + 
 __host__ __device__ inline size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 // Sizes of the heavy-row machinery for one call, computed on the host from sizes alone.
-//   shortest      = clamp(E / 16384, 32, 128)
+//   shortest      = clamp(E / 16384, 16, 128)
 //   segment_edges = max(shortest, ceil(E / slot_cap))   slot_cap = budget / slot_bytes
-//   heavy_degree  = max(2 * segment_edges, 8 * ceil(E / num_rows) * shortest / 128)
+//   heavy_degree  = max(2 * segment_edges, 2 * ceil(E / num_rows) * shortest / 128)
 //   max_heavy     = min(num_rows, E / (heavy_degree + 1))   (rows of degree > heavy_degree)
 //   max_slots     = E / segment_edges + max_heavy          (sum of ceil(deg / segment_edges))
-// so the slot states never exceed 1.5x max(budget, 64 slots). A known max_degree <= heavy_degree
-// (-1: unknown) gives the empty plan. E is the CSR's edge count; the bounds
-// hold for any valid CSR (rowptr[num_rows] == E), and the kernels stay in bounds for any other.
+// so the slot states never exceed 1.5x max(budget, 64 slots). A known max_degree (-1: unknown) no
+// longer than heavy_degree, or than the policy's light_only_degree, gives the empty plan. E is the
+// CSR's edge count; the bounds hold for any valid CSR (rowptr[num_rows] == E), and the kernels stay
+// in bounds for any other.
 // A group's time is a chain of dependent loads as long as its row or segment, so below 2M edges
 // (too few rows to keep the GPU busy while the longest light rows finish) segments and the heavy
-// threshold shrink with E, down to 32 / 64 edges. Graphs of 2M edges or more
-// keep 128 / 256.
+// threshold shrink with E, down to 16 / 32 edges, and a row more than twice the mean degree is cut:
+// on mid-size graphs whose operand sits in L2 (tolokers, the Amazon and Coauthor graphs) the
+// longest light rows, not the bytes, set the kernel time. Graphs of 2M edges or more keep 128 / 256.
 struct HeavyPlan {
   int64_t segment_edges = 0;
   int64_t heavy_degree = INT64_MAX;  // INT64_MAX: no row can be heavy, the workspace is empty
@@ -91,10 +93,13 @@ struct HeavyPlan {
 };
 
 // What an op family adds to the rules above: floors under the heavy degree and the segment length
-// (an op whose per-edge work is small pays more for the heavy passes than it saves on short rows).
+// (an op whose per-edge work is small pays more for the heavy passes than it saves on short rows),
+// and light_only_degree: a known longest row up to this length keeps every row light, so that the
+// call is one launch (the heavy passes cost a few launches, more than they save on such rows).
 struct HeavyPolicy {
   int64_t min_heavy_degree = 0;
   int64_t min_segment_edges = 0;
+  int64_t light_only_degree = 0;
 };
 
 // slot_bytes: workspace bytes of one segment's State for all F features; row_bytes: bytes of one
@@ -117,7 +122,8 @@ inline HeavyPlan make_heavy_plan(int64_t num_rows, int64_t num_edges, size_t slo
        kMeanDegreeFactor * ceil_div(num_edges, num_rows) * shortest / kMinSegmentEdges,
        policy.min_heavy_degree});
   const int64_t max_heavy = std::min(num_rows, num_edges / (heavy_degree + 1));
-  if (max_heavy == 0 || (max_degree >= 0 && max_degree <= heavy_degree)) return plan;
+  const int64_t light_only = std::max(heavy_degree, policy.light_only_degree);
+  if (max_heavy == 0 || (max_degree >= 0 && max_degree <= light_only)) return plan;
   plan.segment_edges = segment_edges;
   plan.heavy_degree = heavy_degree;
   plan.max_heavy = max_heavy;

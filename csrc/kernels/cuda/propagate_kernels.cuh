@@ -168,9 +168,11 @@ size_t gather_slot_bytes(int64_t F) {
   return size_t(F) * sizeof(acc_t<T>);
 }
 
-// A propagate edge costs a lane one multiply-add, so rows of up to 256 edges stay light: on small
-// graphs (cora's longest row has 169) a call is then one launch instead of six.
-constexpr HeavyPolicy kPolicy{256, 0};
+// A propagate edge costs a lane one multiply-add: a graph whose longest row has at most 256 edges
+// runs the light kernel alone (cora's has 169: one launch instead of six). Once a graph has longer
+// rows the heavy passes run anyway, and cutting every row above 64 edges (segments of at least 32)
+// balances the light kernel's lanes.
+constexpr HeavyPolicy kPolicy{64, 32, 256};
 
 template <typename T>
 HeavyPlan gather_plan(int64_t num_rows, int64_t num_edges, int64_t max_degree, int64_t F) {
