@@ -24,7 +24,8 @@
 //      on the number of threads.
 // Accumulation is in acc_t<T> (fp32, fp64 for fp64); no [E', H*C] tensor is ever materialised.
 //
-// Variant interface (a struct V with value_type T and acc = acc_t<T>):
+// Variant interface (a struct V with value_type T and acc = acc_t<T>; VariantBase below holds the
+// state and members every variant has):
 //   kAlphaAfterDropout             the alpha output is alpha~ (GAT, GATv2) or alpha (Transformer)
 //   dst_width, src_width           per-head widths of the destination / source gradient rows
 //   edge_dim, param_width          De (0 without edge features), size of the parameter gradients
@@ -37,6 +38,8 @@
 //   add_edge_grad(eh, ds, alpha~, g_h, edge_g, params)  edge_g [edge_dim], params [param_width]
 //   store_dst_grad(i, buf [H*dst_width]), store_src_grad(j, buf [H*src_width]),
 //   store_edge_grad(e, edge_g), store_param_grad(params)
+// A variant's header declares its two entry points with IOGNN_CPU_ATTENTION_API, and its .cpp
+// defines them on this skeleton with IOGNN_CPU_ATTENTION_DEFINE (both at the end of this file).
 #pragma once
 
 #include <algorithm>
@@ -49,6 +52,7 @@
 #include "core/numeric.h"
 #include "core/parallel.h"
 #include "kernels/attention_types.h"
+#include "kernels/cpu/instantiate.h"
 
 namespace iognn::cpu {
 
@@ -97,6 +101,42 @@ template <typename T>
 void load_row(const T* src, int64_t n, acc_t<T>* dst) {
   for (int64_t k = 0; k < n; ++k) dst[k] = load(src + k);
 }
+
+// out[k] += w * row[k], and the dot product g . row, over n elements (a value that is a node row).
+template <typename T>
+void add_scaled_row(const T* row, acc_t<T> w, int64_t n, acc_t<T>* out) {
+  for (int64_t k = 0; k < n; ++k) out[k] += w * load(row + k);
+}
+
+template <typename T>
+acc_t<T> dot_row(const acc_t<T>* g, const T* row, int64_t n) {
+  acc_t<T> dot = 0;
+  for (int64_t k = 0; k < n; ++k) dot += g[k] * load(row + k);
+  return dot;
+}
+
+// What every variant's pieces hold: its inputs and gradient outputs, H and C, and the widths the
+// skeleton reads (the variant gives those of its own gradient rows). The edge features have the
+// same layout [E', De] in every variant, so their gradient is stored here.
+template <typename T, typename Inputs, typename Grads>
+struct VariantBase {
+  using value_type = T;
+  using acc = acc_t<T>;
+
+  Inputs in;
+  Grads grads;
+  int64_t H, C;
+  int64_t dst_width, src_width, edge_dim, param_width;
+
+  VariantBase(const Inputs& in_, const Grads& grads_, const AttentionConfig& cfg,
+              int64_t dst_width_, int64_t src_width_, int64_t param_width_)
+      : in(in_), grads(grads_), H(cfg.heads), C(cfg.channels), dst_width(dst_width_),
+        src_width(src_width_), edge_dim(in_.edge_attr.dim), param_width(param_width_) {}
+
+  void store_edge_grad(int64_t e, const acc* buf) const {
+    store_row(grads.edge_attr + e * edge_dim, buf, edge_dim);
+  }
+};
 
 // Number of chunks the parameter-gradient reduction is split into: fixed, so the summation order
 // (and the result, bit for bit) is the same for any thread count.
@@ -255,3 +295,42 @@ void attention_backward(const AttentionGraph<index_t>& g, const AttentionConfig&
 }
 
 }  // namespace iognn::cpu
+
+// Declares the entry points of the variant `name` (gat, gatv2, transformer), whose inputs and
+// gradient outputs are Inputs<T> and Grads<T> (kernels/attention_types.h):
+//   name_forward<T, index_t>   out, lse and (when out.alpha is set) alpha;
+//   name_backward<T, index_t>  grad_out [num_dst, H, C] contiguous, grad_alpha [E', H] (of the
+//                              alpha output, see the variant's header) or null, lse from forward.
+#define IOGNN_CPU_ATTENTION_API(name, Inputs, Grads)                                               \
+  template <typename T, typename index_t>                                                          \
+  void name##_forward(const AttentionGraph<index_t>& g, const AttentionConfig& cfg,                \
+                      const Inputs<T>& in, const AttentionOutputs<T>& out);                        \
+  template <typename T, typename index_t>                                                          \
+  void name##_backward(const AttentionGraph<index_t>& g, const AttentionConfig& cfg,               \
+                       const Inputs<T>& in, const acc_t<T>* lse, const T* grad_out,                \
+                       const T* grad_alpha, const Grads<T>& grads);
+
+// Defines the entry points declared by IOGNN_CPU_ATTENTION_API(name, Inputs, Grads) on the
+// skeleton, with Variant<T> as the variant's pieces, and instantiates them for every type
+// (instantiate.h). Used once, in the variant's .cpp, inside namespace iognn::cpu.
+#define IOGNN_CPU_ATTENTION_DEFINE(name, Variant, Inputs, Grads)                                   \
+  template <typename T, typename index_t>                                                          \
+  void name##_forward(const AttentionGraph<index_t>& g, const AttentionConfig& cfg,                \
+                      const Inputs<T>& in, const AttentionOutputs<T>& out) {                       \
+    attention_forward(g, cfg, Variant<T>(in, Grads<T>{}, cfg), out);                               \
+  }                                                                                                \
+  template <typename T, typename index_t>                                                          \
+  void name##_backward(const AttentionGraph<index_t>& g, const AttentionConfig& cfg,               \
+                       const Inputs<T>& in, const acc_t<T>* lse, const T* grad_out,                \
+                       const T* grad_alpha, const Grads<T>& grads) {                               \
+    attention_backward(g, cfg, Variant<T>(in, grads, cfg), lse, grad_out, grad_alpha);             \
+  }                                                                                                \
+  IOGNN_FOR_ALL_TYPES_WITH(IOGNN_CPU_ATTENTION_INSTANTIATE, name, Inputs, Grads)
+
+#define IOGNN_CPU_ATTENTION_INSTANTIATE(T, index_t, name, Inputs, Grads)                           \
+  template void name##_forward<T, index_t>(const AttentionGraph<index_t>&,                         \
+                                           const AttentionConfig&, const Inputs<T>&,               \
+                                           const AttentionOutputs<T>&);                            \
+  template void name##_backward<T, index_t>(const AttentionGraph<index_t>&,                        \
+                                            const AttentionConfig&, const Inputs<T>&,              \
+                                            const acc_t<T>*, const T*, const T*, const Grads<T>&);

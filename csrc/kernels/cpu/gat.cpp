@@ -1,28 +1,23 @@
 #include "kernels/cpu/gat.h"
 
-#include "kernels/cpu/instantiate.h"
-
 namespace iognn::cpu {
 namespace {
 
 // GAT's pieces for the attention skeleton. Gradient row layouts: destination [a_dst] per head
 // (width 0 without a_dst), source [x (C), a_src (1)] per head, parameters w_edge [De, H].
 template <typename T>
-struct Gat {
-  using value_type = T;
-  using acc = acc_t<T>;
+struct Gat : VariantBase<T, GatInputs<T>, GatGrads<T>> {
+  using Base = VariantBase<T, GatInputs<T>, GatGrads<T>>;
+  using typename Base::acc;
+  using Base::in, Base::grads, Base::H, Base::C, Base::edge_dim, Base::src_width, Base::param_width;
   static constexpr bool kAlphaAfterDropout = true;
 
-  GatInputs<T> in;
-  GatGrads<T> grads;
-  int64_t H, C;
   acc slope;
-  int64_t dst_width, src_width, edge_dim, param_width;
 
   Gat(const GatInputs<T>& in_, const GatGrads<T>& grads_, const AttentionConfig& cfg)
-      : in(in_), grads(grads_), H(cfg.heads), C(cfg.channels), slope(acc(in_.negative_slope)),
-        dst_width(in_.a_dst.data ? 1 : 0), src_width(cfg.channels + 1),
-        edge_dim(in_.edge_attr.dim), param_width(in_.edge_attr.dim * cfg.heads) {}
+      : Base(in_, grads_, cfg, /*dst_width=*/in_.a_dst.data ? 1 : 0,
+             /*src_width=*/cfg.channels + 1, /*param_width=*/in_.edge_attr.dim * cfg.heads),
+        slope(acc(in_.negative_slope)) {}
 
   struct EdgeHead {
     explicit EdgeHead(const Gat&) {}
@@ -49,15 +44,8 @@ struct Gat {
 
   acc score(const EdgeHead& eh) const { return leaky_relu(eh.pre, slope); }
 
-  void add_value(const EdgeHead& eh, acc w, acc* out) const {
-    for (int64_t c = 0; c < C; ++c) out[c] += w * load(eh.x_j + c);
-  }
-
-  acc value_dot(const EdgeHead& eh, const acc* g) const {
-    acc dot = 0;
-    for (int64_t c = 0; c < C; ++c) dot += g[c] * load(eh.x_j + c);
-    return dot;
-  }
+  void add_value(const EdgeHead& eh, acc w, acc* out) const { add_scaled_row(eh.x_j, w, C, out); }
+  acc value_dot(const EdgeHead& eh, const acc* g) const { return dot_row(g, eh.x_j, C); }
 
   void add_dst_grad(const EdgeHead& eh, acc ds, acc* dst) const {
     dst[0] += ds * leaky_relu_grad(eh.pre, slope);
@@ -88,34 +76,11 @@ struct Gat {
     }
   }
 
-  void store_edge_grad(int64_t e, const acc* buf) const {
-    store_row(grads.edge_attr + e * edge_dim, buf, edge_dim);
-  }
-
   void store_param_grad(const acc* buf) const { store_row(grads.w_edge, buf, param_width); }
 };
 
 }  // namespace
 
-template <typename T, typename index_t>
-void gat_forward(const AttentionGraph<index_t>& g, const AttentionConfig& cfg,
-                 const GatInputs<T>& in, const AttentionOutputs<T>& out) {
-  attention_forward(g, cfg, Gat<T>(in, GatGrads<T>{}, cfg), out);
-}
-
-template <typename T, typename index_t>
-void gat_backward(const AttentionGraph<index_t>& g, const AttentionConfig& cfg,
-                  const GatInputs<T>& in, const acc_t<T>* lse, const T* grad_out,
-                  const T* grad_alpha, const GatGrads<T>& grads) {
-  attention_backward(g, cfg, Gat<T>(in, grads, cfg), lse, grad_out, grad_alpha);
-}
-
-#define IOGNN_GAT(T, index_t)                                                                   \
-  template void gat_forward<T, index_t>(const AttentionGraph<index_t>&, const AttentionConfig&, \
-                                        const GatInputs<T>&, const AttentionOutputs<T>&);       \
-  template void gat_backward<T, index_t>(const AttentionGraph<index_t>&,                        \
-                                         const AttentionConfig&, const GatInputs<T>&,           \
-                                         const acc_t<T>*, const T*, const T*, const GatGrads<T>&);
-IOGNN_FOR_ALL_TYPES(IOGNN_GAT)
+IOGNN_CPU_ATTENTION_DEFINE(gat, Gat, GatInputs, GatGrads)
 
 }  // namespace iognn::cpu

@@ -7,21 +7,13 @@
 // alpha output is taken after dropout (PyG's GATConv).
 #pragma once
 
-#include <cstdint>
-
 #include "kernels/cpu/attention_common.h"
 
 namespace iognn::cpu {
 
-// Inputs and gradient outputs: kernels/attention_types.h.
-template <typename T, typename index_t>
-void gat_forward(const AttentionGraph<index_t>& g, const AttentionConfig& cfg,
-                 const GatInputs<T>& in, const AttentionOutputs<T>& out);
-
-// grad_out [num_dst, H, C] contiguous; grad_alpha [E', H] (of alpha after dropout) or null.
-template <typename T, typename index_t>
-void gat_backward(const AttentionGraph<index_t>& g, const AttentionConfig& cfg,
-                  const GatInputs<T>& in, const acc_t<T>* lse, const T* grad_out,
-                  const T* grad_alpha, const GatGrads<T>& grads);
+// gat_forward<T, index_t> and gat_backward<T, index_t>, defined in gat.cpp.
+// Signatures: IOGNN_CPU_ATTENTION_API (attention_common.h); GatInputs and GatGrads:
+// kernels/attention_types.h.
+IOGNN_CPU_ATTENTION_API(gat, GatInputs, GatGrads)
 
 }  // namespace iognn::cpu

@@ -2,29 +2,24 @@
 
 #include <vector>
 
-#include "kernels/cpu/instantiate.h"
-
 namespace iognn::cpu {
 namespace {
 
 // GATv2's pieces for the attention skeleton. Gradient row layouts: destination [x_dst (C)] and
 // source [x_src (C)] per head; parameters [att (H*C), W_e (H*C*De)].
 template <typename T>
-struct GatV2 {
-  using value_type = T;
-  using acc = acc_t<T>;
+struct GatV2 : VariantBase<T, GatV2Inputs<T>, GatV2Grads<T>> {
+  using Base = VariantBase<T, GatV2Inputs<T>, GatV2Grads<T>>;
+  using typename Base::acc;
+  using Base::in, Base::grads, Base::H, Base::C, Base::edge_dim;
   static constexpr bool kAlphaAfterDropout = true;
 
-  GatV2Inputs<T> in;
-  GatV2Grads<T> grads;
-  int64_t H, C;
   acc slope;
-  int64_t dst_width, src_width, edge_dim, param_width;
 
   GatV2(const GatV2Inputs<T>& in_, const GatV2Grads<T>& grads_, const AttentionConfig& cfg)
-      : in(in_), grads(grads_), H(cfg.heads), C(cfg.channels), slope(acc(in_.negative_slope)),
-        dst_width(cfg.channels), src_width(cfg.channels), edge_dim(in_.edge_attr.dim),
-        param_width(cfg.heads * cfg.channels * (1 + in_.edge_attr.dim)) {}
+      : Base(in_, grads_, cfg, /*dst_width=*/cfg.channels, /*src_width=*/cfg.channels,
+             /*param_width=*/cfg.heads * cfg.channels * (1 + in_.edge_attr.dim)),
+        slope(acc(in_.negative_slope)) {}
 
   struct EdgeHead {
     explicit EdgeHead(const GatV2& v) : z(v.C), u(v.C) {}
@@ -55,15 +50,8 @@ struct GatV2 {
     return s;
   }
 
-  void add_value(const EdgeHead& eh, acc w, acc* out) const {
-    for (int64_t c = 0; c < C; ++c) out[c] += w * load(eh.x_j + c);
-  }
-
-  acc value_dot(const EdgeHead& eh, const acc* g) const {
-    acc dot = 0;
-    for (int64_t c = 0; c < C; ++c) dot += g[c] * load(eh.x_j + c);
-    return dot;
-  }
+  void add_value(const EdgeHead& eh, acc w, acc* out) const { add_scaled_row(eh.x_j, w, C, out); }
+  acc value_dot(const EdgeHead& eh, const acc* g) const { return dot_row(g, eh.x_j, C); }
 
   // d s / d z[c] = att[h,c] * leaky_relu'(z[c]).
   acc score_grad(const EdgeHead& eh, int64_t c) const {
@@ -95,9 +83,6 @@ struct GatV2 {
   void store_src_grad(int64_t j, const acc* buf) const {
     store_row(grads.x_src + j * H * C, buf, H * C);
   }
-  void store_edge_grad(int64_t e, const acc* buf) const {
-    store_row(grads.edge_attr + e * edge_dim, buf, edge_dim);
-  }
   void store_param_grad(const acc* buf) const {
     store_row(grads.att, buf, H * C);
     if (grads.w_edge) store_row(grads.w_edge, buf + H * C, H * C * edge_dim);
@@ -106,27 +91,6 @@ struct GatV2 {
 
 }  // namespace
 
-template <typename T, typename index_t>
-void gatv2_forward(const AttentionGraph<index_t>& g, const AttentionConfig& cfg,
-                   const GatV2Inputs<T>& in, const AttentionOutputs<T>& out) {
-  attention_forward(g, cfg, GatV2<T>(in, GatV2Grads<T>{}, cfg), out);
-}
-
-template <typename T, typename index_t>
-void gatv2_backward(const AttentionGraph<index_t>& g, const AttentionConfig& cfg,
-                    const GatV2Inputs<T>& in, const acc_t<T>* lse, const T* grad_out,
-                    const T* grad_alpha, const GatV2Grads<T>& grads) {
-  attention_backward(g, cfg, GatV2<T>(in, grads, cfg), lse, grad_out, grad_alpha);
-}
-
-#define IOGNN_GATV2(T, index_t)                                                                 \
-  template void gatv2_forward<T, index_t>(const AttentionGraph<index_t>&,                       \
-                                          const AttentionConfig&, const GatV2Inputs<T>&,        \
-                                          const AttentionOutputs<T>&);                          \
-  template void gatv2_backward<T, index_t>(const AttentionGraph<index_t>&,                      \
-                                           const AttentionConfig&, const GatV2Inputs<T>&,       \
-                                           const acc_t<T>*, const T*, const T*,                 \
-                                           const GatV2Grads<T>&);
-IOGNN_FOR_ALL_TYPES(IOGNN_GATV2)
+IOGNN_CPU_ATTENTION_DEFINE(gatv2, GatV2, GatV2Inputs, GatV2Grads)
 
 }  // namespace iognn::cpu

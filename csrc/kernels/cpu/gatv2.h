@@ -8,21 +8,13 @@
 // The alpha output is taken after dropout (PyG's GATv2Conv).
 #pragma once
 
-#include <cstdint>
-
 #include "kernels/cpu/attention_common.h"
 
 namespace iognn::cpu {
 
-// Inputs and gradient outputs: kernels/attention_types.h.
-template <typename T, typename index_t>
-void gatv2_forward(const AttentionGraph<index_t>& g, const AttentionConfig& cfg,
-                   const GatV2Inputs<T>& in, const AttentionOutputs<T>& out);
-
-// grad_out [num_dst, H, C] contiguous; grad_alpha [E', H] (of alpha after dropout) or null.
-template <typename T, typename index_t>
-void gatv2_backward(const AttentionGraph<index_t>& g, const AttentionConfig& cfg,
-                    const GatV2Inputs<T>& in, const acc_t<T>* lse, const T* grad_out,
-                    const T* grad_alpha, const GatV2Grads<T>& grads);
+// gatv2_forward<T, index_t> and gatv2_backward<T, index_t>, defined in gatv2.cpp.
+// Signatures: IOGNN_CPU_ATTENTION_API (attention_common.h); GatV2Inputs and GatV2Grads:
+// kernels/attention_types.h.
+IOGNN_CPU_ATTENTION_API(gatv2, GatV2Inputs, GatV2Grads)
 
 }  // namespace iognn::cpu

@@ -2,30 +2,25 @@
 
 #include <vector>
 
-#include "kernels/cpu/instantiate.h"
-
 namespace iognn::cpu {
 namespace {
 
 // TransformerConv's pieces for the attention skeleton. Gradient row layouts: destination
 // [query (C)] and source [key (C), value (C)] per head; parameters W_e [H*C, De].
 template <typename T>
-struct Transformer {
-  using value_type = T;
-  using acc = acc_t<T>;
+struct Transformer : VariantBase<T, TransformerInputs<T>, TransformerGrads<T>> {
+  using Base = VariantBase<T, TransformerInputs<T>, TransformerGrads<T>>;
+  using typename Base::acc;
+  using Base::in, Base::grads, Base::H, Base::C, Base::edge_dim, Base::src_width, Base::param_width;
   static constexpr bool kAlphaAfterDropout = false;
 
-  TransformerInputs<T> in;
-  TransformerGrads<T> grads;
-  int64_t H, C;
   acc scale;
-  int64_t dst_width, src_width, edge_dim, param_width;
 
   Transformer(const TransformerInputs<T>& in_, const TransformerGrads<T>& grads_,
               const AttentionConfig& cfg)
-      : in(in_), grads(grads_), H(cfg.heads), C(cfg.channels), scale(acc(in_.scale)),
-        dst_width(cfg.channels), src_width(2 * cfg.channels), edge_dim(in_.edge_attr.dim),
-        param_width(cfg.heads * cfg.channels * in_.edge_attr.dim) {}
+      : Base(in_, grads_, cfg, /*dst_width=*/cfg.channels, /*src_width=*/2 * cfg.channels,
+             /*param_width=*/cfg.heads * cfg.channels * in_.edge_attr.dim),
+        scale(acc(in_.scale)) {}
 
   struct EdgeHead {
     explicit EdgeHead(const Transformer& t) : ep(t.C), u(t.C) {}
@@ -95,36 +90,11 @@ struct Transformer {
       store_row(grads.value + (j * H + h) * C, buf + h * src_width + C, C);
     }
   }
-  void store_edge_grad(int64_t e, const acc* buf) const {
-    store_row(grads.edge_attr + e * edge_dim, buf, edge_dim);
-  }
   void store_param_grad(const acc* buf) const { store_row(grads.w_edge, buf, param_width); }
 };
 
 }  // namespace
 
-template <typename T, typename index_t>
-void transformer_forward(const AttentionGraph<index_t>& g, const AttentionConfig& cfg,
-                         const TransformerInputs<T>& in, const AttentionOutputs<T>& out) {
-  attention_forward(g, cfg, Transformer<T>(in, TransformerGrads<T>{}, cfg), out);
-}
-
-template <typename T, typename index_t>
-void transformer_backward(const AttentionGraph<index_t>& g, const AttentionConfig& cfg,
-                          const TransformerInputs<T>& in, const acc_t<T>* lse, const T* grad_out,
-                          const T* grad_alpha, const TransformerGrads<T>& grads) {
-  attention_backward(g, cfg, Transformer<T>(in, grads, cfg), lse, grad_out, grad_alpha);
-}
-
-#define IOGNN_TRANSFORMER(T, index_t)                                                           \
-  template void transformer_forward<T, index_t>(const AttentionGraph<index_t>&,                 \
-                                                const AttentionConfig&,                         \
-                                                const TransformerInputs<T>&,                    \
-                                                const AttentionOutputs<T>&);                    \
-  template void transformer_backward<T, index_t>(const AttentionGraph<index_t>&,                \
-                                                 const AttentionConfig&,                        \
-                                                 const TransformerInputs<T>&, const acc_t<T>*,  \
-                                                 const T*, const T*, const TransformerGrads<T>&);
-IOGNN_FOR_ALL_TYPES(IOGNN_TRANSFORMER)
+IOGNN_CPU_ATTENTION_DEFINE(transformer, Transformer, TransformerInputs, TransformerGrads)
 
 }  // namespace iognn::cpu

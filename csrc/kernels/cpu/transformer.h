@@ -7,21 +7,13 @@
 // The alpha output is taken before dropout (PyG's TransformerConv).
 #pragma once
 
-#include <cstdint>
-
 #include "kernels/cpu/attention_common.h"
 
 namespace iognn::cpu {
 
-// Inputs and gradient outputs: kernels/attention_types.h.
-template <typename T, typename index_t>
-void transformer_forward(const AttentionGraph<index_t>& g, const AttentionConfig& cfg,
-                         const TransformerInputs<T>& in, const AttentionOutputs<T>& out);
-
-// grad_out [num_dst, H, C] contiguous; grad_alpha [E', H] (of alpha before dropout) or null.
-template <typename T, typename index_t>
-void transformer_backward(const AttentionGraph<index_t>& g, const AttentionConfig& cfg,
-                          const TransformerInputs<T>& in, const acc_t<T>* lse, const T* grad_out,
-                          const T* grad_alpha, const TransformerGrads<T>& grads);
+// transformer_forward<T, index_t> and transformer_backward<T, index_t>, defined in transformer.cpp.
+// Signatures: IOGNN_CPU_ATTENTION_API (attention_common.h); TransformerInputs and TransformerGrads:
+// kernels/attention_types.h.
+IOGNN_CPU_ATTENTION_API(transformer, TransformerInputs, TransformerGrads)
 
 }  // namespace iognn::cpu
