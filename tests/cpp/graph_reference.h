@@ -1,7 +1,10 @@
-// Test helpers for graph construction: random edge lists, a view over them, and a brute-force
+// Test helpers for graph construction: random edge lists, a view over them, a brute-force
 // reference of graph.h's contract written independently of graph_build.cpp (sorts instead of
-// counting sorts, PyG's self-loop rules spelled out edge by edge).
+// counting sorts, PyG's self-loop rules spelled out edge by edge), and the comparison the host and
+// device build tests share.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -61,6 +64,19 @@ inline RandomEdges random_edges(int64_t num_src, int64_t num_dst, int64_t num_ed
 struct ReferenceGraph {
   std::vector<int64_t> rowptr, col, eid, colptr, row, csc2csr, edge_map;
 };
+
+inline constexpr SelfLoops kSelfLoopModes[] = {SelfLoops::kKeep, SelfLoops::kAddRemaining,
+                                               SelfLoops::kReplace};
+
+inline void expect_equal(const ReferenceGraph& got, const ReferenceGraph& want) {
+  EXPECT_EQ(got.rowptr, want.rowptr);
+  EXPECT_EQ(got.col, want.col);
+  EXPECT_EQ(got.eid, want.eid);
+  EXPECT_EQ(got.colptr, want.colptr);
+  EXPECT_EQ(got.row, want.row);
+  EXPECT_EQ(got.csc2csr, want.csc2csr);
+  EXPECT_EQ(got.edge_map, want.edge_map);
+}
 
 inline ReferenceGraph reference_graph(const std::vector<int64_t>& src,
                                       const std::vector<int64_t>& dst, int64_t num_src,

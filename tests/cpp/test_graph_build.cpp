@@ -12,18 +12,6 @@
 namespace iognn::test {
 namespace {
 
-constexpr SelfLoops kModes[] = {SelfLoops::kKeep, SelfLoops::kAddRemaining, SelfLoops::kReplace};
-
-void expect_equal(const ReferenceGraph& got, const ReferenceGraph& want) {
-  EXPECT_EQ(got.rowptr, want.rowptr);
-  EXPECT_EQ(got.col, want.col);
-  EXPECT_EQ(got.eid, want.eid);
-  EXPECT_EQ(got.colptr, want.colptr);
-  EXPECT_EQ(got.row, want.row);
-  EXPECT_EQ(got.csc2csr, want.csc2csr);
-  EXPECT_EQ(got.edge_map, want.edge_map);
-}
-
 // Invariants that hold whatever the reference says: the two layouts describe the same edges.
 void expect_consistent(const ReferenceGraph& g, const std::vector<int64_t>& src,
                        const std::vector<int64_t>& dst, int64_t num_src, int64_t num_dst) {
@@ -69,7 +57,7 @@ class RandomGraphs : public ::testing::TestWithParam<RandomCase> {};
 TEST_P(RandomGraphs, MatchReferenceInEveryModeLayoutAndIndexType) {
   const RandomCase c = GetParam();
   const RandomEdges e = random_edges(c.num_src, c.num_dst, c.num_edges, 42 + c.num_edges);
-  for (SelfLoops mode : kModes) {
+  for (SelfLoops mode : kSelfLoopModes) {
     SCOPED_TRACE(int(mode));
     const ReferenceGraph want = reference_graph(e.src, e.dst, c.num_src, c.num_dst, mode);
     expect_consistent(want, e.src, e.dst, c.num_src, c.num_dst);
@@ -138,7 +126,7 @@ TEST(GraphBuild, BipartiteLoopsCoverTheSmallerSide) {
 
 TEST(GraphBuild, EmptyGraph) {
   const EdgeList<int64_t> el({}, {});
-  for (SelfLoops mode : kModes) {
+  for (SelfLoops mode : kSelfLoopModes) {
     const ReferenceGraph g = core_graph<int32_t>(el.view, 5, 5, mode);
     const int64_t loops = mode == SelfLoops::kKeep ? 0 : 5;
     EXPECT_EQ(int64_t(g.col.size()), loops);
@@ -150,7 +138,7 @@ TEST(GraphBuild, EmptyGraph) {
 
 TEST(GraphBuild, ZeroNodes) {
   const EdgeList<int64_t> el({}, {});
-  for (SelfLoops mode : kModes) {
+  for (SelfLoops mode : kSelfLoopModes) {
     const GraphSizes sz = plan_graph(el.view, 0, 0, mode);
     EXPECT_EQ(sz.num_edges, 0);
     EXPECT_EQ(sz.num_loops, 0);
@@ -165,7 +153,7 @@ TEST(GraphBuild, Int32AndInt64IndicesAndInputsAgree) {
   const RandomEdges e = random_edges(200, 150, 3000, 7);
   const EdgeList<int32_t> narrow(e.src, e.dst);
   const EdgeList<int64_t> wide(e.src, e.dst, /*edge_major=*/true);
-  for (SelfLoops mode : kModes) {
+  for (SelfLoops mode : kSelfLoopModes) {
     const ReferenceGraph a = core_graph<int32_t>(narrow.view, 200, 150, mode);
     expect_equal(core_graph<int64_t>(narrow.view, 200, 150, mode), a);
     expect_equal(core_graph<int64_t>(wide.view, 200, 150, mode), a);

@@ -89,18 +89,6 @@ ReferenceGraph device_graph(const EdgeIndexView& view, int64_t num_src, int64_t 
           edge_map.to_host<I>(E)};
 }
 
-void expect_equal(const ReferenceGraph& got, const ReferenceGraph& want) {
-  EXPECT_EQ(got.rowptr, want.rowptr);
-  EXPECT_EQ(got.col, want.col);
-  EXPECT_EQ(got.eid, want.eid);
-  EXPECT_EQ(got.colptr, want.colptr);
-  EXPECT_EQ(got.row, want.row);
-  EXPECT_EQ(got.csc2csr, want.csc2csr);
-  EXPECT_EQ(got.edge_map, want.edge_map);
-}
-
-constexpr SelfLoops kModes[] = {SelfLoops::kKeep, SelfLoops::kAddRemaining, SelfLoops::kReplace};
-
 struct Case {
   int64_t num_src, num_dst, num_edges;
 };
@@ -118,7 +106,7 @@ TEST(GraphBuildCuda, EqualsHostBuild) {
     const EdgeList<int32_t> edge_major(e.src, e.dst, /*edge_major=*/true, /*gap=*/2);
     const DeviceEdges<int64_t> d_rows(rows);
     const DeviceEdges<int32_t> d_edge_major(edge_major);
-    for (SelfLoops mode : kModes) {
+    for (SelfLoops mode : kSelfLoopModes) {
       SCOPED_TRACE(::testing::Message() << c.num_src << "x" << c.num_dst << " E=" << c.num_edges
                                         << " mode " << int(mode));
       const ReferenceGraph want = core_graph<int32_t>(rows.view, c.num_src, c.num_dst, mode);
@@ -142,7 +130,7 @@ TEST(GraphBuildCuda, DuplicateInputLoopsKeepTheLastId) {
   }
   const EdgeList<int64_t> host(src, dst);
   const DeviceEdges<int64_t> dev(host);
-  for (SelfLoops mode : kModes)
+  for (SelfLoops mode : kSelfLoopModes)
     expect_equal(device_graph<int32_t>(dev.view, 7, 7, mode),
                  reference_graph(src, dst, 7, 7, mode));
 }
@@ -235,7 +223,7 @@ TEST(GraphBuildCuda, SortedInputsAndLongRows) {
       }
       const EdgeList<int64_t> sorted(src, dst);
       const DeviceEdges<int64_t> dev(sorted);
-      for (SelfLoops mode : kModes) {
+      for (SelfLoops mode : kSelfLoopModes) {
         SCOPED_TRACE(::testing::Message() << shape.num_edges << " by_source " << by_source
                                           << " mode " << int(mode));
         const ReferenceGraph want = reference_graph(src, dst, shape.num_src, shape.num_dst, mode);
