@@ -24,19 +24,23 @@ float from_bits(uint32_t u) {
 bool half_is_nan(uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0; }
 bool bf16_is_nan(uint16_t b) { return (b & 0x7f80u) == 0x7f80u && (b & 0x7fu) != 0; }
 
-TEST(Half, EveryBitPatternRoundTrips) {
+// Every 16-bit pattern of H goes to float and back unchanged; a nan comes back as some nan.
+template <typename H>
+void expect_every_bit_pattern_round_trips(bool (*is_nan)(uint16_t)) {
   for (uint32_t bits = 0; bits <= 0xffffu; ++bits) {
-    const half_t h{uint16_t(bits)};
+    const H h{uint16_t(bits)};
     const float f = to_float(h);
-    const uint16_t back = from_float<half_t>(f).bits;
-    if (half_is_nan(h.bits)) {
+    const uint16_t back = from_float<H>(f).bits;
+    if (is_nan(h.bits)) {
       EXPECT_TRUE(std::isnan(f)) << std::hex << bits;
-      EXPECT_TRUE(half_is_nan(back)) << std::hex << bits;
+      EXPECT_TRUE(is_nan(back)) << std::hex << bits;
     } else {
       ASSERT_EQ(back, h.bits) << std::hex << bits;
     }
   }
 }
+
+TEST(Half, EveryBitPatternRoundTrips) { expect_every_bit_pattern_round_trips<half_t>(half_is_nan); }
 
 TEST(Half, ToFloatKnownValues) {
   EXPECT_EQ(to_float(half_t{0x3c00}), 1.0f);
@@ -87,17 +91,7 @@ TEST(Half, RoundsToNearestEven) {
 }
 
 TEST(BFloat16, EveryBitPatternRoundTrips) {
-  for (uint32_t bits = 0; bits <= 0xffffu; ++bits) {
-    const bf16_t b{uint16_t(bits)};
-    const float f = to_float(b);
-    const uint16_t back = from_float<bf16_t>(f).bits;
-    if (bf16_is_nan(b.bits)) {
-      EXPECT_TRUE(std::isnan(f));
-      EXPECT_TRUE(bf16_is_nan(back)) << std::hex << bits;
-    } else {
-      ASSERT_EQ(back, b.bits) << std::hex << bits;
-    }
-  }
+  expect_every_bit_pattern_round_trips<bf16_t>(bf16_is_nan);
 }
 
 TEST(BFloat16, RoundsToNearestEven) {
