@@ -76,6 +76,14 @@ T* ptr(std::vector<T>& v) {
   return v.empty() ? nullptr : v.data();
 }
 
+// The gradient outputs of variant V into g: V's enum lists its inputs in the order of the fields of
+// its Grads struct.
+template <typename V, typename T>
+typename V::template Grads<T> grads_of(std::vector<std::vector<T>>& g) {
+  static_assert(V::kCount == 5, "one gradient per input");
+  return {ptr(g[0]), ptr(g[1]), ptr(g[2]), ptr(g[3]), ptr(g[4])};
+}
+
 double leaky_relu(double x, double slope) { return x > 0 ? x : slope * x; }
 
 // ep[c] = sum_d W[h*C + c, d] edge_attr[e, d]  (W [H*C, De]).
@@ -114,20 +122,11 @@ struct Gat {
             kSlope};
   }
   template <typename T>
-  static GatGrads<T> grads(std::vector<std::vector<T>>& g) {
-    return {ptr(g[kX]), ptr(g[kASrc]), ptr(g[kADst]), ptr(g[kEdgeAttr]), ptr(g[kWEdge])};
-  }
+  using Grads = GatGrads<T>;
   template <typename T, typename I>
-  static void forward(const AttentionGraph<I>& g, const AttentionConfig& cfg,
-                      const GatInputs<T>& in, const AttentionOutputs<T>& out) {
-    cpu::gat_forward<T, I>(g, cfg, in, out);
-  }
+  static constexpr auto forward = &cpu::gat_forward<T, I>;
   template <typename T, typename I>
-  static void backward(const AttentionGraph<I>& g, const AttentionConfig& cfg,
-                       const GatInputs<T>& in, const acc_t<T>* lse, const T* grad_out,
-                       const T* grad_alpha, const GatGrads<T>& grads) {
-    cpu::gat_backward<T, I>(g, cfg, in, lse, grad_out, grad_alpha, grads);
-  }
+  static constexpr auto backward = &cpu::gat_backward<T, I>;
 };
 
 // GATv2: s = sum_c att[h,c] leaky_relu(x_dst[i,h,c] + x_src[j,h,c] + ep[c]), value x_src[j,h,:].
@@ -162,20 +161,11 @@ struct GatV2 {
             kSlope};
   }
   template <typename T>
-  static GatV2Grads<T> grads(std::vector<std::vector<T>>& g) {
-    return {ptr(g[kXSrc]), ptr(g[kXDst]), ptr(g[kAtt]), ptr(g[kEdgeAttr]), ptr(g[kWEdge])};
-  }
+  using Grads = GatV2Grads<T>;
   template <typename T, typename I>
-  static void forward(const AttentionGraph<I>& g, const AttentionConfig& cfg,
-                      const GatV2Inputs<T>& in, const AttentionOutputs<T>& out) {
-    cpu::gatv2_forward<T, I>(g, cfg, in, out);
-  }
+  static constexpr auto forward = &cpu::gatv2_forward<T, I>;
   template <typename T, typename I>
-  static void backward(const AttentionGraph<I>& g, const AttentionConfig& cfg,
-                       const GatV2Inputs<T>& in, const acc_t<T>* lse, const T* grad_out,
-                       const T* grad_alpha, const GatV2Grads<T>& grads) {
-    cpu::gatv2_backward<T, I>(g, cfg, in, lse, grad_out, grad_alpha, grads);
-  }
+  static constexpr auto backward = &cpu::gatv2_backward<T, I>;
 };
 
 // Transformer: s = scale sum_c q[i,h,c] (k[j,h,c] + ep[c]), value v[j,h,:] + ep; alpha is output
@@ -209,20 +199,11 @@ struct Transformer {
             kScale};
   }
   template <typename T>
-  static TransformerGrads<T> grads(std::vector<std::vector<T>>& g) {
-    return {ptr(g[kQuery]), ptr(g[kKey]), ptr(g[kValue]), ptr(g[kEdgeAttr]), ptr(g[kWEdge])};
-  }
+  using Grads = TransformerGrads<T>;
   template <typename T, typename I>
-  static void forward(const AttentionGraph<I>& g, const AttentionConfig& cfg,
-                      const TransformerInputs<T>& in, const AttentionOutputs<T>& out) {
-    cpu::transformer_forward<T, I>(g, cfg, in, out);
-  }
+  static constexpr auto forward = &cpu::transformer_forward<T, I>;
   template <typename T, typename I>
-  static void backward(const AttentionGraph<I>& g, const AttentionConfig& cfg,
-                       const TransformerInputs<T>& in, const acc_t<T>* lse, const T* grad_out,
-                       const T* grad_alpha, const TransformerGrads<T>& grads) {
-    cpu::transformer_backward<T, I>(g, cfg, in, lse, grad_out, grad_alpha, grads);
-  }
+  static constexpr auto backward = &cpu::transformer_backward<T, I>;
 };
 
 struct Reference {
@@ -321,7 +302,7 @@ void check(const Setting& s) {
   std::vector<std::vector<T>> grads;
   for (int64_t n : sizes) grads.push_back(std::vector<T>(n, T(-99)));  // every element written
   V::template backward<T, I>(g, cfg, in, lse.data(), grad_out_t.data(), ptr(grad_alpha_t),
-                             V::template grads<T>(grads));
+                             grads_of<V>(grads));
   auto loss = [&](const Params& q) {
     const Reference r = reference<V>(q, s);
     return dot(grad_out, r.out) + (s.grad_alpha ? dot(grad_alpha, r.alpha) : 0.0);
@@ -341,18 +322,20 @@ void check(const Setting& s) {
   }
 }
 
+// One suite over the variants: every setting, for fp64 with both index types and for fp32.
 template <typename V>
-void check_all() {
+class AttentionCpu : public testing::Test {};
+
+using Variants = testing::Types<Gat, GatV2, Transformer>;
+TYPED_TEST_SUITE(AttentionCpu, Variants);
+
+TYPED_TEST(AttentionCpu, AgainstReference) {
   for (const Setting& s : kSettings) {
-    check<V, double, int32_t>(s);
-    check<V, double, int64_t>(s);
-    check<V, float, int32_t>(s);
+    check<TypeParam, double, int32_t>(s);
+    check<TypeParam, double, int64_t>(s);
+    check<TypeParam, float, int32_t>(s);
   }
 }
-
-TEST(AttentionCpu, GatAgainstReference) { check_all<Gat>(); }
-TEST(AttentionCpu, GatV2AgainstReference) { check_all<GatV2>(); }
-TEST(AttentionCpu, TransformerAgainstReference) { check_all<Transformer>(); }
 
 }  // namespace
 }  // namespace iognn::test
