@@ -32,6 +32,19 @@ def glorot_(weight: Optional[Tensor]) -> None:
         weight.uniform_(-bound, bound)
 
 
+def zeros_(tensor: Optional[Tensor]) -> None:
+    """Fills ``tensor`` (a bias, or None: nothing) with zeros, outside autograd (PyG's ``zeros``)."""
+    if tensor is not None:
+        with torch.no_grad():
+            tensor.zero_()
+
+
+def register_bias(module: torch.nn.Module, size: int, bias: bool) -> None:
+    """Registers ``module.bias``: an uninitialised ``[size]`` parameter, or None without ``bias``
+    (as PyG's layers do: the attribute exists either way)."""
+    module.register_parameter("bias", Parameter(torch.empty(size)) if bias else None)
+
+
 class Linear(torch.nn.Module):
     r"""Dense affine layer, replacing ``torch_geometric.nn.Linear`` (PyG's ``torch.nn.Linear``
     with lazy input size and selectable initialisers).
@@ -70,12 +83,10 @@ class Linear(torch.nn.Module):
                  weight_initializer: Optional[str] = None,
                  bias_initializer: Optional[str] = None):
         super().__init__()
-        if weight_initializer not in _WEIGHT_INITS:
-            raise ValueError(f"weight_initializer must be one of {_WEIGHT_INITS}, "
-                             f"got {weight_initializer!r}")
-        if bias_initializer not in _BIAS_INITS:
-            raise ValueError(f"bias_initializer must be one of {_BIAS_INITS}, "
-                             f"got {bias_initializer!r}")
+        for name, value, known in (("weight_initializer", weight_initializer, _WEIGHT_INITS),
+                                   ("bias_initializer", bias_initializer, _BIAS_INITS)):
+            if value not in known:
+                raise ValueError(f"{name} must be one of {known}, got {value!r}")
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.weight_initializer = weight_initializer
@@ -85,10 +96,7 @@ class Linear(torch.nn.Module):
         else:
             self.weight = UninitializedParameter()
             self._hook = self.register_forward_pre_hook(Linear._initialize_parameters)
-        if bias:
-            self.bias = Parameter(torch.empty(out_channels))
-        else:
-            self.register_parameter("bias", None)
+        register_bias(self, out_channels, bias)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

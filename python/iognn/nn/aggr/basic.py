@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from ...ops.segment_reduce import segment_reduce
+from .._doc import shared_doc
 from .base import Aggregation, flat, unflat
 
 
@@ -31,18 +32,33 @@ class _Reduction(Aggregation):
         return None if getattr(self, "semi_grad", False) else [self.reduce]
 
 
+class _VarianceReduction(_Reduction):
+    """var and std: with ``semi_grad`` the variance is taken as two means, ``E[x^2]`` outside
+    autograd, and ``_from_var`` turns it into the result."""
+
+    def __init__(self, semi_grad: bool = False):
+        super().__init__()
+        self.semi_grad = semi_grad
+
+    def aggregate(self, graph, x: Tensor) -> Tensor:
+        if not self.semi_grad:
+            return super().aggregate(graph, x)
+        return unflat(self._from_var(semi_grad_var(graph, flat(x))), x)
+
+
+@shared_doc
 class SumAggregation(_Reduction):
     r"""Sum of each group's messages, replacing ``torch_geometric.nn.aggr.SumAggregation``.
 
     .. math::
         \mathrm{sum}(\mathcal{X}) = \sum_{\mathbf{x}_i \in \mathcal{X}} \mathbf{x}_i
 
-    Takes no arguments; called, with the shapes of every aggregation (an empty group gives 0), as
-    :class:`Aggregation`.
+    {no_arguments}
     """
     reduce = "sum"
 
 
+@shared_doc
 class MeanAggregation(_Reduction):
     r"""Mean of each group's messages, replacing ``torch_geometric.nn.aggr.MeanAggregation``.
 
@@ -50,12 +66,12 @@ class MeanAggregation(_Reduction):
         \mathrm{mean}(\mathcal{X}) = \frac{1}{|\mathcal{X}|}
         \sum_{\mathbf{x}_i \in \mathcal{X}} \mathbf{x}_i
 
-    Takes no arguments; called, with the shapes of every aggregation (an empty group gives 0), as
-    :class:`Aggregation`.
+    {no_arguments}
     """
     reduce = "mean"
 
 
+@shared_doc
 class MinAggregation(_Reduction):
     r"""Feature-wise minimum of each group's messages, replacing
     ``torch_geometric.nn.aggr.MinAggregation``.
@@ -65,12 +81,12 @@ class MinAggregation(_Reduction):
 
     The gradient of a tie is split evenly among the tied messages, as PyG's scatter does.
 
-    Takes no arguments; called, with the shapes of every aggregation (an empty group gives 0), as
-    :class:`Aggregation`.
+    {no_arguments}
     """
     reduce = "min"
 
 
+@shared_doc
 class MaxAggregation(_Reduction):
     r"""Feature-wise maximum of each group's messages, replacing
     ``torch_geometric.nn.aggr.MaxAggregation``.
@@ -80,13 +96,12 @@ class MaxAggregation(_Reduction):
 
     The gradient of a tie is split evenly among the tied messages, as PyG's scatter does.
 
-    Takes no arguments; called, with the shapes of every aggregation (an empty group gives 0), as
-    :class:`Aggregation`.
+    {no_arguments}
     """
     reduce = "max"
 
 
-class VarAggregation(_Reduction):
+class VarAggregation(_VarianceReduction):
     r"""Feature-wise variance of each group's messages, replacing
     ``torch_geometric.nn.aggr.VarAggregation``.
 
@@ -107,17 +122,12 @@ class VarAggregation(_Reduction):
     """
     reduce = "var"
 
-    def __init__(self, semi_grad: bool = False):
-        super().__init__()
-        self.semi_grad = semi_grad
-
-    def aggregate(self, graph, x: Tensor) -> Tensor:
-        if not self.semi_grad:
-            return super().aggregate(graph, x)
-        return unflat(semi_grad_var(graph, flat(x)), x)
+    @staticmethod
+    def _from_var(var: Tensor) -> Tensor:
+        return var
 
 
-class StdAggregation(_Reduction):
+class StdAggregation(_VarianceReduction):
     r"""Feature-wise standard deviation of each group's messages, replacing
     ``torch_geometric.nn.aggr.StdAggregation``.
 
@@ -137,14 +147,9 @@ class StdAggregation(_Reduction):
     """
     reduce = "std"
 
-    def __init__(self, semi_grad: bool = False):
-        super().__init__()
-        self.semi_grad = semi_grad
-
-    def aggregate(self, graph, x: Tensor) -> Tensor:
-        if not self.semi_grad:
-            return super().aggregate(graph, x)
-        return unflat(std_of_var(semi_grad_var(graph, flat(x))), x)
+    @staticmethod
+    def _from_var(var: Tensor) -> Tensor:
+        return std_of_var(var)
 
 
 def std_of_var(var: Tensor) -> Tensor:

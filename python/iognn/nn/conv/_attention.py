@@ -1,13 +1,83 @@
-"""What the attention layers share: PyG's node counts, the self-loop handling of edge features and
-the ``return_attention_weights`` result in PyG's form for each adjacency kind."""
+"""What the attention layers share: their common hyper-parameters and output steps (base classes),
+PyG's node counts, the self-loop handling of edge features and the ``return_attention_weights``
+result in PyG's form for each adjacency kind."""
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from torch import Tensor
 
+from .._amp import like
 from .._graph import _EDGE_INDEX, Adjacency, is_edge_index, message_sizes, sparse_like
-from ._common import check_float_features
+from ..linear import Linear, register_bias
+from ._common import (MessagePassingArgs, MessagePassingModule, check_attention_aggr,
+                      check_float_features)
+
+
+class AttentionModule(MessagePassingModule):
+    """Base of GATConv, GATv2Conv and TransformerConv: PyG's ``MessagePassing`` arguments
+    (``aggr='add'`` only, ``node_dim`` 0) and the hyper-parameters all three store."""
+
+    FIXED_NODE_DIM = 0
+
+    def __init__(self, layer: str, kwargs: Dict[str, Any], in_channels, out_channels: int,
+                 heads: int, concat: bool, dropout: float, edge_dim: Optional[int]):
+        super().__init__()
+        args = MessagePassingArgs(layer, kwargs, aggr="add", node_dim=0)
+        check_attention_aggr(layer, args)
+        args.install(self)
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.heads = heads
+        self.concat = concat
+        self.dropout = dropout
+        self.edge_dim = edge_dim
+
+    def _merge_heads(self, out: Tensor) -> Tensor:
+        """``[N, H, C]`` heads concatenated into ``[N, H * C]``, or averaged into ``[N, C]``."""
+        return out.reshape(-1, self.heads * self.out_channels) if self.concat else out.mean(dim=1)
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
+                f"heads={self.heads})")
+
+
+class GATModule(AttentionModule):
+    """Base of GATConv and GATv2Conv: their common hyper-parameters, the residual projection and
+    bias, and the output steps after the attention."""
+
+    def __init__(self, layer: str, kwargs: Dict[str, Any], in_channels, out_channels: int,
+                 heads: int, concat: bool, negative_slope: float, dropout: float,
+                 add_self_loops: bool, edge_dim: Optional[int], fill_value, residual: bool):
+        super().__init__(layer, kwargs, in_channels, out_channels, heads, concat, dropout,
+                         edge_dim)
+        self.negative_slope = negative_slope
+        self.add_self_loops = add_self_loops
+        self.fill_value = fill_value
+        self.residual = residual
+
+    def _init_residual_and_bias(self, dst_channels: int, bias: bool) -> None:
+        """``res`` (with ``residual``) and ``bias``, registered after the attention parameters
+        as in PyG (the state_dict order)."""
+        total_out = self.out_channels * (self.heads if self.concat else 1)
+        if self.residual:
+            self.res = Linear(dst_channels, total_out, False, "glorot")
+        else:
+            self.register_parameter("res", None)
+        register_bias(self, total_out, bias)
+
+    def _output(self, out: Tensor, alpha: Optional[Tensor], res: Optional[Tensor],
+                adj: Adjacency, edge_index):
+        """The heads merged, plus the residual and the bias; with ``alpha`` (attention weights
+        were asked for) PyG's ``(out, (edge_index, alpha))``."""
+        out = self._merge_heads(out)
+        if res is not None:
+            out = out + like(res, out)
+        if self.bias is not None:
+            out = out + like(self.bias, out)
+        if alpha is not None:
+            return with_attention(out, alpha, adj, edge_index, self.add_self_loops)
+        return out
 
 
 def check_static(layer: str, x: Tensor) -> None:

@@ -18,14 +18,15 @@ from torch.nn.parameter import UninitializedParameter
 
 from ...ops.attention import gat_attention
 from .._amp import like
+from .._doc import shared_doc
 from .._graph import structural_adjacency
-from ..linear import Linear, glorot_
-from ._attention import attention_sizes, check_static, loop_edge_attr, with_attention
-from ._common import (MessagePassingArgs, MessagePassingModule, check_attention_aggr,
-                      check_edge_values, split_input)
+from ..linear import Linear, glorot_, zeros_
+from ._attention import GATModule, attention_sizes, check_static, loop_edge_attr
+from ._common import check_edge_values, split_input
 
 
-class GATConv(MessagePassingModule):
+@shared_doc
+class GATConv(GATModule):
     r"""Graph attention operator, replacing ``torch_geometric.nn.GATConv`` (Veličković et al.,
     "Graph Attention Networks", ICLR 2018).
 
@@ -89,27 +90,13 @@ class GATConv(MessagePassingModule):
           ``torch.jit.script``; no ``_alpha``, ``propagate``/``message`` or explain machinery.
     """
 
-    FIXED_NODE_DIM = 0
-
     def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int,
                  heads: int = 1, concat: bool = True, negative_slope: float = 0.2,
                  dropout: float = 0.0, add_self_loops: bool = True, edge_dim: Optional[int] = None,
                  fill_value: Union[float, Tensor, str] = "mean", bias: bool = True,
                  residual: bool = False, **kwargs):
-        super().__init__()
-        args = MessagePassingArgs("GATConv", kwargs, aggr="add", node_dim=0)
-        check_attention_aggr("GATConv", args)
-        args.install(self)
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.heads = heads
-        self.concat = concat
-        self.negative_slope = negative_slope
-        self.dropout = dropout
-        self.add_self_loops = add_self_loops
-        self.edge_dim = edge_dim
-        self.fill_value = fill_value
-        self.residual = residual
+        super().__init__("GATConv", kwargs, in_channels, out_channels, heads, concat,
+                         negative_slope, dropout, add_self_loops, edge_dim, fill_value, residual)
         self.lin = self.lin_src = self.lin_dst = None
         if isinstance(in_channels, int):
             self.lin = Linear(in_channels, heads * out_channels, False, "glorot")
@@ -124,16 +111,8 @@ class GATConv(MessagePassingModule):
         else:
             self.lin_edge = None
             self.register_parameter("att_edge", None)
-        total_out = out_channels * (heads if concat else 1)
-        if residual:
-            res_in = in_channels if isinstance(in_channels, int) else in_channels[1]
-            self.res = Linear(res_in, total_out, False, "glorot")
-        else:
-            self.register_parameter("res", None)
-        if bias:
-            self.bias = Parameter(torch.empty(total_out))
-        else:
-            self.register_parameter("bias", None)
+        self._init_residual_and_bias(
+            in_channels if isinstance(in_channels, int) else in_channels[1], bias)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -142,9 +121,7 @@ class GATConv(MessagePassingModule):
                 lin.reset_parameters()
         for att in (self.att_src, self.att_dst, self.att_edge):
             glorot_(att)
-        if self.bias is not None:
-            with torch.no_grad():
-                self.bias.zero_()
+        zeros_(self.bias)
 
     def _project(self, x_src: Tensor, x_dst: Optional[Tensor]):
         """Projected ``[N, H, C]`` source and destination features and their logits
@@ -223,16 +200,4 @@ class GATConv(MessagePassingModule):
                                dropout=self.dropout if self.training else 0.0,
                                return_alpha=want_alpha)
         out, alpha = result if want_alpha else (result, None)
-
-        out = out.reshape(-1, self.heads * self.out_channels) if self.concat else out.mean(dim=1)
-        if res is not None:
-            out = out + like(res, out)
-        if self.bias is not None:
-            out = out + like(self.bias, out)
-        if want_alpha:
-            return with_attention(out, alpha, adj, edge_index, self.add_self_loops)
-        return out
-
-    def __repr__(self) -> str:
-        return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
-                f"heads={self.heads})")
+        return self._output(out, alpha, res, adj, edge_index)

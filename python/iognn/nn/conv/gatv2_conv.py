@@ -14,14 +14,15 @@ from torch.nn import Parameter
 
 from ...ops.attention import gatv2_attention
 from .._amp import like
+from .._doc import shared_doc
 from .._graph import structural_adjacency
-from ..linear import Linear, glorot_, stacked_linears
-from ._attention import attention_sizes, check_static, loop_edge_attr, with_attention
-from ._common import (MessagePassingArgs, MessagePassingModule, check_attention_aggr,
-                      check_edge_values, split_input)
+from ..linear import Linear, glorot_, stacked_linears, zeros_
+from ._attention import GATModule, attention_sizes, check_static, loop_edge_attr
+from ._common import check_edge_values, split_input
 
 
-class GATv2Conv(MessagePassingModule):
+@shared_doc
+class GATv2Conv(GATModule):
     r"""Dynamic graph attention, replacing ``torch_geometric.nn.GATv2Conv`` (Brody et al., "How
     Attentive are Graph Attention Networks?", ICLR 2022).
 
@@ -85,27 +86,13 @@ class GATv2Conv(MessagePassingModule):
           ``torch.jit.script``; no ``_alpha``, ``propagate``/``message`` or explain machinery.
     """
 
-    FIXED_NODE_DIM = 0
-
     def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int,
                  heads: int = 1, concat: bool = True, negative_slope: float = 0.2,
                  dropout: float = 0.0, add_self_loops: bool = True, edge_dim: Optional[int] = None,
                  fill_value: Union[float, Tensor, str] = "mean", bias: bool = True,
                  share_weights: bool = False, residual: bool = False, **kwargs):
-        super().__init__()
-        args = MessagePassingArgs("GATv2Conv", kwargs, aggr="add", node_dim=0)
-        check_attention_aggr("GATv2Conv", args)
-        args.install(self)
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.heads = heads
-        self.concat = concat
-        self.negative_slope = negative_slope
-        self.dropout = dropout
-        self.add_self_loops = add_self_loops
-        self.edge_dim = edge_dim
-        self.fill_value = fill_value
-        self.residual = residual
+        super().__init__("GATv2Conv", kwargs, in_channels, out_channels, heads, concat,
+                         negative_slope, dropout, add_self_loops, edge_dim, fill_value, residual)
         self.share_weights = share_weights
         src_channels, dst_channels = ((in_channels, in_channels) if isinstance(in_channels, int)
                                       else in_channels)
@@ -119,15 +106,7 @@ class GATv2Conv(MessagePassingModule):
             self.lin_edge = Linear(edge_dim, heads * out_channels, False, "glorot")
         else:
             self.lin_edge = None
-        total_out = out_channels * (heads if concat else 1)
-        if residual:
-            self.res = Linear(dst_channels, total_out, False, "glorot")
-        else:
-            self.register_parameter("res", None)
-        if bias:
-            self.bias = Parameter(torch.empty(total_out))
-        else:
-            self.register_parameter("bias", None)
+        self._init_residual_and_bias(dst_channels, bias)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -136,9 +115,7 @@ class GATv2Conv(MessagePassingModule):
             if lin is not None:
                 lin.reset_parameters()
         glorot_(self.att)
-        if self.bias is not None:
-            with torch.no_grad():
-                self.bias.zero_()
+        zeros_(self.bias)
 
     def _project(self, x_src: Tensor, x_dst: Tensor):
         """The residual projection (or None) and the ``[N, H, C]`` source and destination
@@ -161,7 +138,6 @@ class GATv2Conv(MessagePassingModule):
     def forward(self, x: Union[Tensor, Tuple[Tensor, Tensor]], edge_index,
                 edge_attr: Optional[Tensor] = None,
                 return_attention_weights: Optional[bool] = None):
-        H, C = self.heads, self.out_channels
         x_src, x_dst = split_input(x)
         if x_dst is None:
             raise ValueError("GATv2Conv needs destination features: got x = (x_src, None)")
@@ -186,16 +162,4 @@ class GATv2Conv(MessagePassingModule):
                                  dropout=self.dropout if self.training else 0.0,
                                  return_alpha=want_alpha)
         out, alpha = result if want_alpha else (result, None)
-
-        out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
-        if res is not None:
-            out = out + like(res, out)
-        if self.bias is not None:
-            out = out + like(self.bias, out)
-        if want_alpha:
-            return with_attention(out, alpha, adj, edge_index, self.add_self_loops)
-        return out
-
-    def __repr__(self) -> str:
-        return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
-                f"heads={self.heads})")
+        return self._output(out, alpha, res, adj, edge_index)

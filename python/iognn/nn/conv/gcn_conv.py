@@ -26,14 +26,13 @@ from typing import Optional
 
 import torch
 from torch import Tensor
-from torch.nn import Parameter
 
 from ...graph import Graph, SelfLoops
 from ...ops._checks import acc_dtype
 from ...ops.propagate import gcn_norm
 from .._graph import (_SPARSE_TENSOR, cached_graph, cached_on, edge_graph, is_sparse,
                       sparse_graph, sparse_input, weighted_adjacency)
-from ..linear import Linear
+from ..linear import Linear, register_bias, zeros_
 from ._common import (MessagePassingArgs, MessagePassingModule, aggregate_weighted,
                       check_edge_values, check_float_features)
 
@@ -111,18 +110,13 @@ class GCNConv(MessagePassingModule):
         self._cache_index = None  # (Graph, weights), or a pair the user assigned
         self._cache_adj_t = None
         self.lin = Linear(in_channels, out_channels, bias=False, weight_initializer="glorot")
-        if bias:
-            self.bias = Parameter(torch.empty(out_channels))
-        else:
-            self.register_parameter("bias", None)
+        register_bias(self, out_channels, bias)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         self.aggr_module.reset_parameters()
         self.lin.reset_parameters()
-        if self.bias is not None:
-            with torch.no_grad():
-                self.bias.zero_()
+        zeros_(self.bias)
         self._cache_index = self._cache_adj_t = None
 
     # PyG's cache attributes (see the module note).

@@ -14,14 +14,15 @@ from torch import Tensor
 
 from ...ops.attention import transformer_attention
 from .._amp import like
+from .._doc import shared_doc
 from .._graph import message_sizes, structural_adjacency
 from ..linear import Linear, stacked_linears
-from ._attention import check_static, with_attention
-from ._common import (MessagePassingArgs, MessagePassingModule, check_attention_aggr,
-                      check_edge_values, split_input)
+from ._attention import AttentionModule, check_static, with_attention
+from ._common import check_edge_values, split_input
 
 
-class TransformerConv(MessagePassingModule):
+@shared_doc
+class TransformerConv(AttentionModule):
     r"""Graph transformer operator, replacing ``torch_geometric.nn.TransformerConv`` (Shi et al.,
     "Masked Label Prediction: Unified Message Passing Model for Semi-Supervised
     Classification", IJCAI 2021).
@@ -81,24 +82,14 @@ class TransformerConv(MessagePassingModule):
           ``torch.jit.script``; no ``_alpha``, ``propagate``/``message`` or explain machinery.
     """
 
-    FIXED_NODE_DIM = 0
-
     def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int,
                  heads: int = 1, concat: bool = True, beta: bool = False, dropout: float = 0.0,
                  edge_dim: Optional[int] = None, bias: bool = True, root_weight: bool = True,
                  **kwargs):
-        super().__init__()
-        args = MessagePassingArgs("TransformerConv", kwargs, aggr="add", node_dim=0)
-        check_attention_aggr("TransformerConv", args)
-        args.install(self)
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.heads = heads
+        super().__init__("TransformerConv", kwargs, in_channels, out_channels, heads, concat,
+                         dropout, edge_dim)
         self.beta = beta and root_weight
         self.root_weight = root_weight
-        self.concat = concat
-        self.dropout = dropout
-        self.edge_dim = edge_dim
         src_channels, dst_channels = ((in_channels, in_channels) if isinstance(in_channels, int)
                                       else in_channels)
         self.lin_key = Linear(src_channels, heads * out_channels, bias=bias)
@@ -140,7 +131,6 @@ class TransformerConv(MessagePassingModule):
     def forward(self, x: Union[Tensor, Tuple[Tensor, Tensor]], edge_index,
                 edge_attr: Optional[Tensor] = None,
                 return_attention_weights: Optional[bool] = None):
-        H, C = self.heads, self.out_channels
         x_src, x_dst = split_input(x)
         check_static("TransformerConv", x_src)
         query, key, value, x_r = self._project(x_src, x_dst)
@@ -164,7 +154,7 @@ class TransformerConv(MessagePassingModule):
                                        return_alpha=want_alpha)
         out, alpha = result if want_alpha else (result, None)
 
-        out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
+        out = self._merge_heads(out)
         if self.root_weight:
             x_r = like(self.lin_skip(x_dst) if x_r is None else x_r, out)
             if self.lin_beta is not None:
@@ -177,7 +167,3 @@ class TransformerConv(MessagePassingModule):
             return with_attention(out, alpha, adj, edge_index, loops_added=False,
                                   returns_input=True)
         return out
-
-    def __repr__(self) -> str:
-        return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
-                f"heads={self.heads})")
