@@ -11,7 +11,7 @@ from torch import Tensor
 from ...ops import _checks
 from ...ops.propagate import propagate_csr
 from .._amp import like
-from .._graph import csr_weights, messages_graph
+from .._graph import csr_weights, message_sizes, messages_graph
 from ..aggr import MeanAggregation, SumAggregation
 from ..aggr.resolver import resolve_aggregation
 from ..aggr.base import aggregate_with
@@ -63,6 +63,13 @@ class MessagePassingModule(torch.nn.Module):
             raise NotImplementedError(f"{type(self).__name__}: only node_dim="
                                       f"{self.FIXED_NODE_DIM} is supported by iognn")
         self._node_dim = value
+
+    def _split_sized(self, x, edge_index, size) -> Tuple[Tensor, Optional[Tensor], int, int]:
+        """``(x_src, x_dst, num_src, num_dst)`` of a layer taking a tensor or a pair: the input
+        split (``split_input``) and the node counts PyG infers along ``node_dim``."""
+        x_src, x_dst = split_input(x)
+        num_src, num_dst = message_sizes(edge_index, x_src, x_dst, size, self.node_dim)
+        return x_src, x_dst, num_src, num_dst
 
 
 class MessagePassingArgs:

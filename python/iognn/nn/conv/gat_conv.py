@@ -45,17 +45,7 @@ class GATConv(GATModule):
     ``lin_dst``); the edge term exists only with ``edge_dim``.
 
     Args:
-        in_channels (int or tuple): Size of each input feature vector (``-1``: lazy), or a
-            ``(source, destination)`` pair of sizes for bipartite graphs.
-        out_channels (int): Size of each head's output.
-        heads (int, optional): Number of attention heads :math:`H`. (default: ``1``)
-        concat (bool, optional): Concatenate the heads; ``False`` averages them.
-            (default: ``True``)
-        negative_slope (float, optional): LeakyReLU slope. (default: ``0.2``)
-        dropout (float, optional): Dropout probability of the attention coefficients (training
-            mode only). (default: ``0.0``)
-        add_self_loops (bool, optional): Remove existing self-loops and add one per node (over
-            ``min(N_s, N_t)`` nodes for bipartite inputs). (default: ``True``)
+        {gat_args}
         edge_dim (int, optional): Edge feature size; ``None`` ignores ``edge_attr``.
             (default: ``None``)
         fill_value (float or Tensor or str, optional): Edge features of the added loops: a
@@ -82,12 +72,7 @@ class GATConv(GATModule):
           masks (same statistics).
         - Forward hooks on ``lin`` do not run when one ``x`` is projected several ways (one
           stacked GEMM); they do for a pair ``(x_src, x_dst)`` or lazy weights.
-        - ``edge_attr`` of the wrong width raises ``ValueError``; ``[B, N, F]`` features raise
-          ``ValueError`` (PyG: ``AssertionError``); edge features together with a sparse
-          adjacency and self-loops raise ``NotImplementedError`` (PyG fails too).
-        - ``aggr`` other than ``'add'``, ``node_dim`` other than 0 and
-          ``flow='target_to_source'`` raise ``NotImplementedError``; not scriptable with
-          ``torch.jit.script``; no ``_alpha``, ``propagate``/``message`` or explain machinery.
+        {gat_errors}
     """
 
     def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int,

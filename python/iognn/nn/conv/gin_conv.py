@@ -15,11 +15,12 @@ import torch
 from torch import Tensor
 
 from .._amp import autocast_input, like
-from .._graph import message_sizes, messages_graph, structural_adjacency, weighted_adjacency
+from .._doc import shared_doc
+from .._graph import messages_graph, structural_adjacency, weighted_adjacency
 from ..aggr.base import aggregate_with
 from ..linear import Linear
 from ._common import (MessagePassingArgs, MessagePassingModule, aggregate_weighted,
-                      check_edge_values, from_node_major, node_major, reset_module, split_input)
+                      check_edge_values, from_node_major, node_major, reset_module)
 
 
 class _GINBase(MessagePassingModule):
@@ -37,10 +38,17 @@ class _GINBase(MessagePassingModule):
             out = out + (1 + like(self.eps, x_dst)) * x_dst
         return self.nn(out)
 
+    def reset_parameters(self) -> None:
+        self.aggr_module.reset_parameters()
+        reset_module(self.nn)
+        with torch.no_grad():
+            self.eps.fill_(self.initial_eps)
+
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(nn={self.nn})"
 
 
+@shared_doc
 class GINConv(_GINBase):
     r"""Graph isomorphism operator, replacing ``torch_geometric.nn.GINConv`` (Xu et al., "How
     Powerful are Graph Neural Networks?", ICLR 2019).
@@ -70,13 +78,7 @@ class GINConv(_GINBase):
           batch)
 
     iognn differences:
-        - An order-dependent ``aggr`` (``'lstm'``, ...) on an ``edge_index`` not sorted by
-          destination is computed in (destination, source) order (PyG raises ``ValueError``).
-        - torch.sparse adjacencies PyG's unfused path cannot read (uncoalesced COO, CSC) and
-          torch.sparse adjacencies with ``[*, N, F]`` features are computed on the stored
-          entries (PyG fails).
-        - ``flow='target_to_source'`` raises ``NotImplementedError``; not scriptable with
-          ``torch.jit.script``; no ``propagate``/``message``/explain machinery.
+        {aggr_differences}
     """
 
     def __init__(self, nn: Callable, eps: float = 0.0, train_eps: bool = False, **kwargs):
@@ -85,16 +87,9 @@ class GINConv(_GINBase):
         self._init_eps(nn, eps, train_eps)
         self.reset_parameters()
 
-    def reset_parameters(self) -> None:
-        self.aggr_module.reset_parameters()
-        reset_module(self.nn)
-        with torch.no_grad():
-            self.eps.fill_(self.initial_eps)
-
     def forward(self, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], edge_index,
                 size: Optional[Tuple[int, int]] = None) -> Tensor:
-        x_src, x_dst = split_input(x)
-        num_src, num_dst = message_sizes(edge_index, x_src, x_dst, size, self.node_dim)
+        x_src, x_dst, num_src, num_dst = self._split_sized(x, edge_index, size)
         adj = weighted_adjacency("GINConv", edge_index, num_src, num_dst, coalesce=self.fuse,
                                  use_values=self.fuse)
         values = adj.values if adj.sparse is not None and adj.sparse.is_torch_sparse else None
@@ -103,6 +98,7 @@ class GINConv(_GINBase):
         return self._update(out, x_dst)
 
 
+@shared_doc
 class GINEConv(_GINBase):
     r"""GIN with edge features, replacing ``torch_geometric.nn.GINEConv`` (Hu et al.,
     "Strategies for Pre-training Graph Neural Networks", ICLR 2020).
@@ -139,13 +135,7 @@ class GINEConv(_GINBase):
           batch)
 
     iognn differences:
-        - An order-dependent ``aggr`` (``'lstm'``, ...) on an ``edge_index`` not sorted by
-          destination is computed in (destination, source) order (PyG raises ``ValueError``).
-        - torch.sparse adjacencies PyG's unfused path cannot read (uncoalesced COO, CSC) and
-          torch.sparse adjacencies with ``[*, N, F]`` features are computed on the stored
-          entries (PyG fails).
-        - ``flow='target_to_source'`` raises ``NotImplementedError``; not scriptable with
-          ``torch.jit.script``; no ``propagate``/``message``/explain machinery.
+        {aggr_differences}
     """
 
     def __init__(self, nn: torch.nn.Module, eps: float = 0.0, train_eps: bool = False,
@@ -167,18 +157,14 @@ class GINEConv(_GINBase):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        self.aggr_module.reset_parameters()
-        reset_module(self.nn)
-        with torch.no_grad():
-            self.eps.fill_(self.initial_eps)
+        super().reset_parameters()
         if self.lin is not None:
             self.lin.reset_parameters()
 
     def forward(self, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], edge_index,
                 edge_attr: Optional[Tensor] = None,
                 size: Optional[Tuple[int, int]] = None) -> Tensor:
-        x_src, x_dst = split_input(x)
-        num_src, num_dst = message_sizes(edge_index, x_src, x_dst, size, self.node_dim)
+        x_src, x_dst, num_src, num_dst = self._split_sized(x, edge_index, size)
         adj = structural_adjacency("GINEConv", edge_index, num_src, num_dst, add_loops=False)
         if edge_attr is None:
             edge_attr = adj.values

@@ -11,12 +11,14 @@ from typing import Optional, Tuple, Union
 from torch import Tensor
 
 from .._amp import autocast_input
-from .._graph import message_sizes, weighted_adjacency
+from .._doc import shared_doc
+from .._graph import weighted_adjacency
 from ..linear import Linear
 from ._common import (MessagePassingArgs, MessagePassingModule, aggregate_weighted,
-                      check_edge_values, split_input)
+                      check_edge_values)
 
 
+@shared_doc
 class GraphConv(MessagePassingModule):
     r"""Higher-order GNN operator, replacing ``torch_geometric.nn.GraphConv`` (Morris et al.,
     "Weisfeiler and Leman Go Neural: Higher-order Graph Neural Networks", AAAI 2019).
@@ -36,12 +38,10 @@ class GraphConv(MessagePassingModule):
         aggr (str or list or Aggregation, optional): Neighbourhood aggregation (any of PyG's;
             sum and mean of weighted messages run on ``propagate``). (default: ``'add'``)
         bias (bool, optional): Learn the bias of ``lin_rel``. (default: ``True``)
-        **kwargs (optional): PyG's ``MessagePassing`` arguments (``aggr_kwargs``, ``node_dim``,
-            ``decomposed_layers`` (no effect), ``flow``).
+        {mp_kwargs}
 
     Shapes:
-        - **input:** ``x`` ``[N, F_in]``, a static-graph batch ``[*, N, F_in]``, or a pair
-          ``(x_src [N_s, F_s], x_dst [N_t, F_t])`` (``x_dst`` may be ``None``: no root term);
+        {pair_input}
           ``edge_index`` ``[2, E]`` (or any adjacency of ``docs/nn.md``); ``edge_weight``
           ``[E]`` (optional); ``size`` ``(N_s, N_t)`` (optional).
         - **output:** ``[N, F_out]``, or ``[N_t, F_out]`` for a pair (``[*, N, F_out]`` for a
@@ -49,13 +49,7 @@ class GraphConv(MessagePassingModule):
 
     iognn differences:
         - An ``edge_weight`` that is not 1-D ``[E]`` (e.g. ``[E, 1]``) raises ``ValueError``.
-        - Order-dependent aggregations (``'lstm'``, ...) on an ``edge_index`` not sorted by
-          destination are computed in (destination, source) order (PyG raises ``ValueError``).
-        - torch.sparse adjacencies PyG's unfused path cannot read (uncoalesced COO, CSC) and
-          torch.sparse adjacencies with ``[*, N, F]`` features are computed on the stored
-          entries (PyG fails).
-        - ``flow='target_to_source'`` raises ``NotImplementedError``; not scriptable with
-          ``torch.jit.script``; no ``propagate``/``message``/explain machinery.
+        {aggr_differences}
     """
 
     def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int,
@@ -78,8 +72,7 @@ class GraphConv(MessagePassingModule):
     def forward(self, x: Union[Tensor, Tuple[Tensor, Optional[Tensor]]], edge_index,
                 edge_weight: Optional[Tensor] = None,
                 size: Optional[Tuple[int, int]] = None) -> Tensor:
-        x_src, x_dst = split_input(x)
-        num_src, num_dst = message_sizes(edge_index, x_src, x_dst, size, self.node_dim)
+        x_src, x_dst, num_src, num_dst = self._split_sized(x, edge_index, size)
         adj = weighted_adjacency("GraphConv", edge_index, num_src, num_dst, coalesce=self.fuse,
                                  use_values=True)
         if adj.sparse is not None and (self.fuse or edge_weight is None):

@@ -15,11 +15,13 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .._amp import autocast_input
+from .._doc import shared_doc
 from .._graph import message_sizes, weighted_adjacency
 from ..linear import Linear
 from ._common import MessagePassingArgs, MessagePassingModule, aggregate_weighted, split_input
 
 
+@shared_doc
 class SAGEConv(MessagePassingModule):
     r"""GraphSAGE operator, replacing ``torch_geometric.nn.SAGEConv`` (Hamilton et al.,
     "Inductive Representation Learning on Large Graphs", NeurIPS 2017).
@@ -47,26 +49,17 @@ class SAGEConv(MessagePassingModule):
         project (bool, optional): Project and ReLU the source features before aggregating
             (not with lazy ``in_channels``: ``ValueError``, as in PyG). (default: ``False``)
         bias (bool, optional): Learn the bias of ``lin_l``. (default: ``True``)
-        **kwargs (optional): PyG's ``MessagePassing`` arguments (``aggr_kwargs``, ``node_dim``,
-            ``decomposed_layers`` (no effect), ``flow``).
+        {mp_kwargs}
 
     Shapes:
-        - **input:** ``x`` ``[N, F_in]``, a static-graph batch ``[*, N, F_in]``, or a pair
-          ``(x_src [N_s, F_s], x_dst [N_t, F_t])`` (``x_dst`` may be ``None``: no root term);
+        {pair_input}
           ``edge_index`` ``[2, E]`` (or any adjacency of ``docs/nn.md``); ``size``
           ``(N_s, N_t)`` (optional).
         - **output:** ``[N, F_out]``, or ``[N_t, F_out]`` for a pair (``[*, N, F_out]`` for a
           batch)
 
     iognn differences:
-        - Order-dependent aggregations (``'lstm'``, ...) on an ``edge_index`` not sorted by
-          destination are computed, each node's messages taken in (destination, source) order
-          (PyG raises ``ValueError``).
-        - torch.sparse adjacencies PyG's unfused path cannot read (uncoalesced COO, CSC) and
-          torch.sparse adjacencies with ``[*, N, F]`` features are computed on the stored
-          entries (PyG fails).
-        - ``flow='target_to_source'`` raises ``NotImplementedError``; not scriptable with
-          ``torch.jit.script``; no ``propagate``/``message``/explain machinery.
+        {aggr_differences}
     """
 
     def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int,

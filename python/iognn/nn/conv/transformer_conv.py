@@ -77,9 +77,7 @@ class TransformerConv(AttentionModule):
           is projected several ways (one stacked GEMM); they do for a pair or lazy weights.
         - ``edge_attr`` of the wrong width raises ``ValueError``; torch.sparse adjacencies PyG's
           unfused path cannot read (uncoalesced COO, CSC) are computed on the stored entries.
-        - ``aggr`` other than ``'add'``, ``node_dim`` other than 0 and
-          ``flow='target_to_source'`` raise ``NotImplementedError``; not scriptable with
-          ``torch.jit.script``; no ``_alpha``, ``propagate``/``message`` or explain machinery.
+        {attention_unsupported}
     """
 
     def __init__(self, in_channels: Union[int, Tuple[int, int]], out_channels: int,
