@@ -399,18 +399,19 @@ def op_args(variant, graph, inputs, return_alpha):
     return graph_tensors + tuple(nodes) + (edge_attr, w_edge) + scalars + (0.25, 77, return_alpha)
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
-@pytest.mark.parametrize("with_edge_attr", [False, True])
-def test_opcheck(variant, index_dtype, with_edge_attr):
-    gen = torch.Generator().manual_seed(22)
+def check_opcheck(variant, index_dtype, with_edge_attr, device, seed):
+    """torch.library.opcheck of the forward and backward ops on `device`, on a graph with edges
+    and an empty one (inputs drawn on the host from `seed`, then moved)."""
+    gen = torch.Generator().manual_seed(seed)
     forward = getattr(torch.ops.iognn, f"{variant}_attention").default
     backward = getattr(torch.ops.iognn, f"{variant}_attention_backward").default
     for ei, n in [(torch.randint(0, 12, (2, 50), generator=gen), 12),
                   (torch.empty(2, 0, dtype=torch.int64), 4)]:
         g = iognn.Graph(ei, n, index_dtype=torch.int64 if index_dtype == torch.int64 else None)
         assert g.index_dtype == index_dtype
-        inputs = [t.float() for t in random_inputs(variant, n, n, g.num_edges, 2, 3, 2, gen)]
+        g = g.to(device)
+        inputs = [t.float().to(device)
+                  for t in random_inputs(variant, n, n, g.num_edges, 2, 3, 2, gen)]
         if not with_edge_attr:
             inputs[-2:] = [None, None]
         # alpha requested with edge features, the empty [0, H] alpha without.
@@ -419,12 +420,19 @@ def test_opcheck(variant, index_dtype, with_edge_attr):
         torch.library.opcheck(forward, args)
         _, lse, _ = forward(*args)
         detached = [t if t is None else t.detach() for t in inputs]
-        grad_out = torch.randn(n, 2, 3, generator=gen)
-        grad_alpha = torch.randn(g.num_edges, 2, generator=gen)
+        grad_out = torch.randn(n, 2, 3, generator=gen).to(device)
+        grad_alpha = torch.randn(g.num_edges, 2, generator=gen).to(device)
         fwd = op_args(variant, g, detached, return_alpha=True)
         # Backward arguments: the forward's tensors, lse, grad_out, grad_alpha, its scalars.
         bwd = fwd[:11] + (lse.detach(), grad_out, grad_alpha) + fwd[11:-1]
         torch.library.opcheck(backward, bwd)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("with_edge_attr", [False, True])
+def test_opcheck(variant, index_dtype, with_edge_attr):
+    check_opcheck(variant, index_dtype, with_edge_attr, "cpu", seed=22)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -15,7 +15,7 @@ import iognn
 import iognn.ops.attention  # noqa: F401  (registers the fake kernels and autograd formulas)
 
 from conftest import GRAPH_CASES, random_edge_index, sizes, tolerance
-from test_attention import OPS, op_args, random_inputs
+from test_attention import OPS, check_opcheck, random_inputs
 
 pytestmark = pytest.mark.cuda
 
@@ -51,6 +51,20 @@ def make_grads(graph, H, C, gen, dtype=torch.float64):
 
 def on(device, tensors):
     return [None if t is None else t.to(device) for t in tensors]
+
+
+def supernode_graph():
+    """The host graph of conftest's "supernode" case (node 0 receives 5,000 edges)."""
+    _, edge_index, size = next(c for c in GRAPH_CASES if c[0] == "supernode")
+    return iognn.Graph(edge_index, size)
+
+
+def device_inputs(variant, host, H, C, gen):
+    """(graph, inputs, loss weights) on the device: `host` moved, fp32 inputs with edge features
+    of width 3 and the loss weights drawn from `gen` in that order."""
+    inputs = on("cuda", make_inputs(variant, host, H, C, 3, gen, torch.float32))
+    grads = on("cuda", make_grads(host, H, C, gen, torch.float32))
+    return host.cuda(), inputs, grads
 
 
 def forward_backward(variant, graph, inputs, grads, **kwargs):
@@ -160,11 +174,8 @@ def test_misaligned_and_strided_inputs(variant):
     results of contiguous inputs (16-byte vector loads)."""
     gen = torch.Generator().manual_seed(20)
     edge_index = random_edge_index(50, 50, 600, gen)
-    host = iognn.Graph(edge_index, 50)
-    graph = host.cuda()
     H, C = 2, 16
-    inputs = on("cuda", make_inputs(variant, host, H, C, 3, gen, torch.float32))
-    grads = on("cuda", make_grads(host, H, C, gen, torch.float32))
+    graph, inputs, grads = device_inputs(variant, iognn.Graph(edge_index, 50), H, C, gen)
 
     def shifted(t):  # same values, data pointer 4 bytes past a 16-byte boundary
         flat = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
@@ -216,12 +227,8 @@ def test_million_isolated_nodes(variant):
 # ---- determinism, streams, CUDA graphs ------------------------------------------------------
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_bitwise_deterministic(variant):
-    name, edge_index, size = next(c for c in GRAPH_CASES if c[0] == "supernode")
     gen = torch.Generator().manual_seed(21)
-    host = iognn.Graph(edge_index, size)
-    graph = host.cuda()
-    inputs = on("cuda", make_inputs(variant, host, 2, 24, 3, gen, torch.float32))
-    grads = on("cuda", make_grads(host, 2, 24, gen, torch.float32))
+    graph, inputs, grads = device_inputs(variant, supernode_graph(), 2, 24, gen)
     first = forward_backward(variant, graph, inputs, grads, dropout=0.3, seed=9)
     second = forward_backward(variant, graph, inputs, grads, dropout=0.3, seed=9)
     for a, b in zip(first, second):
@@ -232,10 +239,7 @@ def test_bitwise_deterministic(variant):
 def test_non_default_stream(variant):
     gen = torch.Generator().manual_seed(22)
     edge_index = random_edge_index(300, 300, 5000, gen)
-    host = iognn.Graph(edge_index, 300)
-    graph = host.cuda()
-    inputs = on("cuda", make_inputs(variant, host, 4, 32, 3, gen, torch.float32))
-    grads = on("cuda", make_grads(host, 4, 32, gen, torch.float32))
+    graph, inputs, grads = device_inputs(variant, iognn.Graph(edge_index, 300), 4, 32, gen)
     expected = forward_backward(variant, graph, inputs, grads, dropout=0.2, seed=4)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -249,13 +253,10 @@ def test_non_default_stream(variant):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_cuda_graph_capture_of_forward_and_backward(variant):
     """Forward + backward captured once and replayed on new input values equal eager calls."""
-    name, edge_index, size = next(c for c in GRAPH_CASES if c[0] == "supernode")
     gen = torch.Generator().manual_seed(23)
-    host = iognn.Graph(edge_index, size)
-    graph = host.cuda()
+    host = supernode_graph()
     H, C = 2, 16
-    static = on("cuda", make_inputs(variant, host, H, C, 3, gen, torch.float32))
-    grads = on("cuda", make_grads(host, H, C, gen, torch.float32))
+    graph, static, grads = device_inputs(variant, host, H, C, gen)
     leaves = [t.requires_grad_() for t in static]
 
     def step():
@@ -291,26 +292,7 @@ def test_cuda_graph_capture_of_forward_and_backward(variant):
 @pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
 @pytest.mark.parametrize("with_edge_attr", [False, True])
 def test_opcheck(variant, index_dtype, with_edge_attr):
-    gen = torch.Generator().manual_seed(24)
-    forward = getattr(torch.ops.iognn, f"{variant}_attention").default
-    backward = getattr(torch.ops.iognn, f"{variant}_attention_backward").default
-    for ei, n in [(torch.randint(0, 12, (2, 50), generator=gen), 12),
-                  (torch.empty(2, 0, dtype=torch.int64), 4)]:
-        g = iognn.Graph(ei, n, index_dtype=torch.int64 if index_dtype == torch.int64 else None)
-        g = g.cuda()
-        inputs = [t.float().cuda() for t in random_inputs(variant, n, n, g.num_edges, 2, 3, 2, gen)]
-        if not with_edge_attr:
-            inputs[-2:] = [None, None]
-        args = op_args(variant, g, [t if t is None else t.requires_grad_() for t in inputs],
-                       return_alpha=with_edge_attr)
-        torch.library.opcheck(forward, args)
-        _, lse, _ = forward(*args)
-        detached = [t if t is None else t.detach() for t in inputs]
-        grad_out = torch.randn(n, 2, 3, generator=gen).cuda()
-        grad_alpha = torch.randn(g.num_edges, 2, generator=gen).cuda()
-        fwd = op_args(variant, g, detached, return_alpha=True)
-        bwd = fwd[:11] + (lse.detach(), grad_out, grad_alpha) + fwd[11:-1]
-        torch.library.opcheck(backward, bwd)
+    check_opcheck(variant, index_dtype, with_edge_attr, "cuda", seed=24)
 
 
 def test_mixed_devices_raise_clear_errors():
