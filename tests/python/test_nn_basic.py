@@ -121,9 +121,9 @@ LAYERS = [
 ]
 
 
-@pytest.mark.parametrize("name,args,kwargs", LAYERS, ids=[f"{n}-{i}" for i, (n, _, _) in
-                                                           enumerate(LAYERS)])
-def test_same_parameters_after_same_seed_and_state_dict_both_ways(name, args, kwargs):
+def check_same_state_as_pyg(name, args, kwargs):
+    """The iognn and PyG layers `name(*args, **kwargs)` hold the same state_dict (keys in order,
+    values) after the same seed and after reset_parameters, and exchange it both ways (strict)."""
     torch.manual_seed(3)
     ours = getattr(io_nn, name)(*args, **kwargs)
     torch.manual_seed(3)
@@ -143,6 +143,12 @@ def test_same_parameters_after_same_seed_and_state_dict_both_ways(name, args, kw
     fresh = getattr(pyg_nn, name)(*args, **kwargs)
     fresh.load_state_dict(ours.state_dict())
     ours.load_state_dict(getattr(pyg_nn, name)(*args, **kwargs).state_dict())
+
+
+@pytest.mark.parametrize("name,args,kwargs", LAYERS, ids=[f"{n}-{i}" for i, (n, _, _) in
+                                                           enumerate(LAYERS)])
+def test_same_parameters_after_same_seed_and_state_dict_both_ways(name, args, kwargs):
+    check_same_state_as_pyg(name, args, kwargs)
 
 
 def test_gin_state_dict_and_eps():
@@ -296,6 +302,23 @@ def assert_same_alpha(alphas):
     torch.testing.assert_close(alpha_a, alpha_b, rtol=RTOL, atol=ATOL)
 
 
+def check_attention_layer(layer_name, case, kwargs):
+    """An attention layer built with `kwargs` against PyG's on `case` (6 -> 4 channels per head,
+    edge features of width 3 with ``edge_dim``): output, every gradient and the attention weights
+    with their edge_index."""
+    _, edge_index, size = case
+    num_src, num_dst = sizes(size)
+    bipartite = isinstance(size, tuple)
+    ours, theirs = make_pair(layer_name, (6, 6) if bipartite else 6, 4, **kwargs)
+    x, inputs = features(num_src, num_dst, 6, bipartite)
+    ea = edge_features(edge_index, 3) if "edge_dim" in kwargs else None
+    extra = (ea,) if ea is not None else ()
+    alphas = {}
+    assert_parity(ours, theirs, attention_run(ours, x, edge_index, ea, alphas), inputs, extra,
+                  tol=case_tolerance(case))
+    assert_same_alpha(alphas)
+
+
 GAT_VARIANTS = [
     {"heads": 2},
     {"heads": 3, "concat": False, "negative_slope": 0.1},
@@ -315,19 +338,8 @@ def skip_if_pyg_cannot_fill_mean(kwargs, num_src, num_dst):
 @pytest.mark.parametrize("case", ATTENTION_CASES, ids=[c[0] for c in ATTENTION_CASES])
 @pytest.mark.parametrize("kwargs", GAT_VARIANTS, ids=lambda k: ",".join(k))
 def test_gat_layers_match_pyg(layer_name, case, kwargs):
-    _, edge_index, size = case
-    num_src, num_dst = sizes(size)
-    skip_if_pyg_cannot_fill_mean(kwargs, num_src, num_dst)
-    bipartite = isinstance(size, tuple)
-    in_ch = (6, 6) if bipartite else 6
-    ours, theirs = make_pair(layer_name, in_ch, 4, **kwargs)
-    x, inputs = features(num_src, num_dst, 6, bipartite)
-    ea = edge_features(edge_index, 3) if "edge_dim" in kwargs else None
-    extra = (ea,) if ea is not None else ()
-    alphas = {}
-    assert_parity(ours, theirs, attention_run(ours, x, edge_index, ea, alphas), inputs, extra,
-                  tol=case_tolerance(case))
-    assert_same_alpha(alphas)
+    skip_if_pyg_cannot_fill_mean(kwargs, *sizes(case[2]))
+    check_attention_layer(layer_name, case, kwargs)
 
 
 TRANSFORMER_VARIANTS = [
@@ -341,17 +353,7 @@ TRANSFORMER_VARIANTS = [
 @pytest.mark.parametrize("case", ATTENTION_CASES, ids=[c[0] for c in ATTENTION_CASES])
 @pytest.mark.parametrize("kwargs", TRANSFORMER_VARIANTS, ids=lambda k: ",".join(k))
 def test_transformer_matches_pyg(case, kwargs):
-    _, edge_index, size = case
-    num_src, num_dst = sizes(size)
-    bipartite = isinstance(size, tuple)
-    ours, theirs = make_pair("TransformerConv", (6, 6) if bipartite else 6, 4, **kwargs)
-    x, inputs = features(num_src, num_dst, 6, bipartite)
-    ea = edge_features(edge_index, 3) if "edge_dim" in kwargs else None
-    extra = (ea,) if ea is not None else ()
-    alphas = {}
-    assert_parity(ours, theirs, attention_run(ours, x, edge_index, ea, alphas), inputs, extra,
-                  tol=case_tolerance(case))
-    assert_same_alpha(alphas)
+    check_attention_layer("TransformerConv", case, kwargs)
 
 
 def test_attention_dropout_only_in_training():

@@ -11,8 +11,8 @@ import iognn
 import iognn.nn as io_nn
 
 from conftest import GRAPH_CASES, data_dir, load_real_graph, sizes
-from test_nn_basic import (ALL_IDS, assert_parity, case_tolerance, edge_features, features,
-                           make_pair, mlp, shadowed_self_loops)
+from test_nn_basic import (ALL_IDS, assert_parity, case_tolerance, check_same_state_as_pyg,
+                           edge_features, features, make_pair, mlp, shadowed_self_loops)
 
 SQUARE_CASES = [c for c in GRAPH_CASES if not isinstance(c[2], tuple)]
 
@@ -169,20 +169,7 @@ STATE_LAYERS = [
 @pytest.mark.parametrize("name,args,kwargs", STATE_LAYERS,
                          ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(STATE_LAYERS)])
 def test_state_dict_round_trip(name, args, kwargs):
-    torch.manual_seed(3)
-    ours = getattr(io_nn, name)(*args, **kwargs)
-    torch.manual_seed(3)
-    theirs = getattr(pyg_nn, name)(*args, **kwargs)
-    a, b = ours.state_dict(), theirs.state_dict()
-    assert list(a) == list(b)
-    assert all(torch.equal(a[k], b[k]) for k in a)  # the same random draws
-    torch.manual_seed(4)
-    ours.reset_parameters()
-    torch.manual_seed(4)
-    theirs.reset_parameters()
-    assert all(torch.equal(v, theirs.state_dict()[k]) for k, v in ours.state_dict().items())
-    getattr(pyg_nn, name)(*args, **kwargs).load_state_dict(ours.state_dict())
-    ours.load_state_dict(getattr(pyg_nn, name)(*args, **kwargs).state_dict())
+    check_same_state_as_pyg(name, args, kwargs)
 
 
 # ---- a prebuilt Graph ---------------------------------------------------------------------

@@ -148,26 +148,33 @@ def test_gradcheck_fp64(reduce):
     assert torch.autograd.gradcheck(lambda x, w, b: propagate(g, x, w, reduce, b), (x, w, b))
 
 
-@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
-@pytest.mark.parametrize("weighted", [False, True])
-def test_opcheck(index_dtype, weighted):
+def check_opcheck(index_dtype, weighted, device):
+    """torch.library.opcheck of propagate (with and without a bias) and of its two backward ops
+    on `device`, on a graph with edges and an empty one."""
     gen = torch.Generator().manual_seed(10)
     for ei, n in [(torch.randint(0, 12, (2, 50), generator=gen), 12),
                   (torch.empty(2, 0, dtype=torch.int64), 4)]:
         g = iognn.Graph(ei, n, index_dtype=index_dtype if index_dtype == torch.int64 else None)
-        x = torch.randn(n, 5, requires_grad=True)
-        w = torch.rand(g.num_edges, requires_grad=True) if weighted else None
+        g = g.to(device)
+        x = torch.randn(n, 5, device=device, requires_grad=True)
+        w = torch.rand(g.num_edges, device=device, requires_grad=True) if weighted else None
         args = (g.rowptr, g.col, g.colptr, g.row, g.csc2csr, w, x, "mean")
         torch.library.opcheck(torch.ops.iognn.propagate.default, args)
-        bias = torch.randn(5, requires_grad=True)
+        bias = torch.randn(5, device=device, requires_grad=True)
         torch.library.opcheck(torch.ops.iognn.propagate.default, args + (bias,))
-        grad = torch.randn(n, 5)
+        grad = torch.randn(n, 5, device=device)
         # The backward ops are not differentiable (see test_double_backward_raises).
         w_const = w.detach() if weighted else None
         torch.library.opcheck(torch.ops.iognn.propagate_backward_x.default,
                               (g.colptr, g.row, g.csc2csr, g.rowptr, w_const, grad, "sum"))
         torch.library.opcheck(torch.ops.iognn.propagate_backward_weight.default,
                               (g.rowptr, g.col, grad, x.detach(), "mean"))
+
+
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_opcheck(index_dtype, weighted):
+    check_opcheck(index_dtype, weighted, "cpu")
 
 
 def test_double_backward_raises():

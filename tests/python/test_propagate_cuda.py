@@ -11,6 +11,7 @@ import torch
 import iognn
 from iognn.ops import propagate  # the autograd wrapper (registers fake kernels and autograd)
 from conftest import GRAPH_CASES, tolerance
+from test_propagate import check_opcheck
 
 ops = torch.ops.iognn
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
@@ -357,21 +358,7 @@ def test_degree_hints_decide_the_heavy_passes():
 @pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_opcheck_cuda(index_dtype, weighted):
-    gen = torch.Generator().manual_seed(10)
-    for ei, n in [(torch.randint(0, 12, (2, 50), generator=gen), 12),
-                  (torch.empty(2, 0, dtype=torch.int64), 4)]:
-        g = iognn.Graph(ei, n, index_dtype=index_dtype if index_dtype == torch.int64 else None)
-        g = g.to("cuda")
-        x = torch.randn(n, 5, device="cuda", requires_grad=True)
-        w = torch.rand(g.num_edges, device="cuda", requires_grad=True) if weighted else None
-        torch.library.opcheck(ops.propagate.default,
-                              (g.rowptr, g.col, g.colptr, g.row, g.csc2csr, w, x, "mean"))
-        grad = torch.randn(n, 5, device="cuda")
-        w_const = w.detach() if weighted else None  # the backward ops are not differentiable
-        torch.library.opcheck(ops.propagate_backward_x.default,
-                              (g.colptr, g.row, g.csc2csr, g.rowptr, w_const, grad, "sum"))
-        torch.library.opcheck(ops.propagate_backward_weight.default,
-                              (g.rowptr, g.col, grad, x.detach(), "mean"))
+    check_opcheck(index_dtype, weighted, "cuda")
 
 
 @pytest.mark.cuda

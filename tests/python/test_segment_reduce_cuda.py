@@ -286,15 +286,27 @@ def test_more_heavy_rows_than_merge_blocks():
             assert torch.equal(a, b)
 
 
+HUB_GRAPH_NODES, HUB_EDGES = 4096, 1_000_000
+
+
+def million_edge_hubs(seed, extra_edges):
+    """(graph, generator): HUB_GRAPH_NODES nodes where destination 0 has HUB_EDGES in-edges from
+    random sources and source 1 has HUB_EDGES out-edges to random destinations, plus extra_edges
+    random edges; the generator (seeded with seed) drew them and goes on to draw the features."""
+    n, hub = HUB_GRAPH_NODES, HUB_EDGES
+    gen = torch.Generator().manual_seed(seed)
+    into_0 = torch.stack([torch.randint(0, n, (hub,), generator=gen), torch.zeros(hub, dtype=torch.long)])
+    out_of_1 = torch.stack([torch.ones(hub, dtype=torch.long), torch.randint(0, n, (hub,), generator=gen)])
+    edge_index = torch.cat([into_0, out_of_1, random_edge_index(n, n, extra_edges, gen)], 1)
+    return iognn.Graph(edge_index, n), gen
+
+
 @pytest.mark.slow
 def test_million_edge_hubs():
     # Destination 0 has 10^6 in-edges (split over many segments and blocks); source 1 has 10^6
     # out-edges (the backward's heavy row). Every other node has a few hundred of each.
-    n, hub = 4096, 1_000_000
-    gen = torch.Generator().manual_seed(9)
-    into_0 = torch.stack([torch.randint(0, n, (hub,), generator=gen), torch.zeros(hub, dtype=torch.long)])
-    out_of_1 = torch.stack([torch.ones(hub, dtype=torch.long), torch.randint(0, n, (hub,), generator=gen)])
-    g = iognn.Graph(torch.cat([into_0, out_of_1, random_edge_index(n, n, 50_000, gen)], 1), n)
+    n, hub = HUB_GRAPH_NODES, HUB_EDGES
+    g, gen = million_edge_hubs(seed=9, extra_edges=50_000)
     assert int(g.rowptr[1] - g.rowptr[0]) > hub and int(g.colptr[2] - g.colptr[1]) > hub
     x = torch.randn(n, 16, dtype=torch.float64, generator=gen)
     check_against_cpu(g, x, ALL_SIX, seed=10)
@@ -308,11 +320,8 @@ def test_million_edge_hub_with_ties():
     # Destination 0: 10^6 in-edges whose values are 5 integers (about 200k ties per value and
     # feature, counted over many segments); source 1: 10^6 out-edges, about 250 duplicates per
     # destination, all tied with each other.
-    n, hub = 4096, 1_000_000
-    gen = torch.Generator().manual_seed(33)
-    into_0 = torch.stack([torch.randint(0, n, (hub,), generator=gen), torch.zeros(hub, dtype=torch.long)])
-    out_of_1 = torch.stack([torch.ones(hub, dtype=torch.long), torch.randint(0, n, (hub,), generator=gen)])
-    g = iognn.Graph(torch.cat([into_0, out_of_1, random_edge_index(n, n, 20_000, gen)], 1), n)
+    n = HUB_GRAPH_NODES
+    g, gen = million_edge_hubs(seed=33, extra_edges=20_000)
     x = tied_features(n, 16, gen, torch.float64)
     # A positive gradient: every grad_x entry is a sum of positive shares, checked relatively
     # (an absolute tolerance would hide a wrong share of 1/200k). fp64 agrees with the CPU up to
