@@ -32,6 +32,7 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "core/graph_cuda.h"
+#include "core/workspace.h"
 
 namespace iognn::cuda {
 namespace {
@@ -42,7 +43,6 @@ constexpr int kThreads = 256;
 constexpr int kMaxBlocks = 4096;       // block-sum arrays are sized for this many blocks
 constexpr int64_t kItemsPerThread = 4;  // fewer, fuller blocks make the barriers cheaper
 constexpr int kFanIn = 32;              // sorted runs merged by one level of the row sort
-constexpr size_t kAlign = 256;          // alignment of every workspace slice
 
 using key_t = unsigned long long;  // (other endpoint << id_bits) | augmented id
 
@@ -81,29 +81,10 @@ int bits_for(int64_t n) {  // bits that represent every value in [0, n): 0 for n
   return b;
 }
 
-size_t align_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
-
-// Hands out consecutive aligned slices of a workspace; with a null base it only measures.
-class Slicer {
- public:
-  explicit Slicer(void* base) : base_(static_cast<char*>(base)) {}
-  template <typename T>
-  T* take(int64_t count) {
-    const size_t offset = used_;
-    used_ += align_up(size_t(count) * sizeof(T));
-    return base_ ? reinterpret_cast<T*>(base_ + offset) : nullptr;
-  }
-  size_t used() const { return used_; }
-
- private:
-  char* base_;
-  size_t used_ = 0;
-};
-
 // Carves the workspace of a build with capacity `cap` (E' <= cap.num_edges); measures when null.
 template <typename index_t>
 size_t carve(void* base, const GraphSizes& cap, BuildParams<index_t>* p) {
-  Slicer s(base);
+  WorkspaceSlicer s(base);
   BuildParams<index_t> q{};
   const int64_t E = cap.num_edges;
   q.cursor = s.take<index_t>(cap.num_dst + cap.num_src);
@@ -548,11 +529,8 @@ GraphSizes build_graph_cuda(const EdgeIndexView& ei, const GraphSizes& capacity,
               cap.num_src, " x ", cap.num_dst, " nodes and ", cap.num_edges,
               " edges (build this graph on the CPU)");
   const size_t need = build_graph_workspace_bytes<index_t>(cap);
-  IOGNN_CHECK(workspace != nullptr, ValueError, "build_graph_cuda: the workspace is null");
-  IOGNN_CHECK(reinterpret_cast<uintptr_t>(workspace) % kAlign == 0, ValueError,
-              "build_graph_cuda: the workspace must be ", kAlign, "-byte aligned");
-  IOGNN_CHECK(workspace_bytes >= need, ValueError, "build_graph_cuda: the workspace has ",
-              workspace_bytes, " bytes, ", need, " are needed");
+  // need > 0 (the status slice): a null workspace is always refused.
+  check_workspace("build_graph_cuda", workspace, workspace_bytes, need);
 
   BuildParams<index_t> p{};
   p.ei = ei;

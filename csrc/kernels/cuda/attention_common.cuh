@@ -35,6 +35,7 @@
 #include "core/dropout_rng.h"
 #include "core/error.h"
 #include "core/numeric.h"
+#include "core/workspace.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/common.cuh"
 
@@ -75,7 +76,6 @@ template <int VEC>
 constexpr int slots_for() {
   return kLaneChannels / VEC;
 }
-constexpr size_t kAlign = 256;  // alignment of every workspace slice
 
 // ---- scalar and vector access (device) -------------------------------------------------------
 template <typename T>
@@ -338,35 +338,6 @@ __device__ __forceinline__ void chunk_range(const ChunkPlan& plan, const index_t
 }
 
 // ---- host side -------------------------------------------------------------------------------
-inline size_t align_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
-
-// Hands out consecutive aligned slices of a workspace; with a null base it only measures.
-class Slicer {
- public:
-  explicit Slicer(void* base) : base_(static_cast<char*>(base)) {}
-  // count elements of X, or null for count <= 0.
-  template <typename X>
-  X* take(int64_t count) {
-    if (count <= 0) return nullptr;
-    const size_t offset = used_;
-    used_ += align_up(size_t(count) * sizeof(X));
-    return base_ ? reinterpret_cast<X*>(base_ + offset) : nullptr;
-  }
-  size_t used() const { return used_; }
-
- private:
-  char* base_;
-  size_t used_ = 0;
-};
-
-inline void check_workspace(const char* fn, const void* workspace, size_t have, size_t need) {
-  IOGNN_CHECK(need == 0 || workspace != nullptr, ValueError, fn, ": the workspace is null");
-  IOGNN_CHECK(reinterpret_cast<uintptr_t>(workspace) % kAlign == 0, ValueError, fn,
-              ": the workspace must be ", kAlign, "-byte aligned");
-  IOGNN_CHECK(have >= need, ValueError, fn, ": the workspace has ", have, " bytes, ", need,
-              " are needed");
-}
-
 // Blocks for `items` groups of `group` lanes (0 when there is nothing to do).
 inline unsigned blocks_for(int64_t items, int group) {
   const int64_t per_block = kThreads / group;

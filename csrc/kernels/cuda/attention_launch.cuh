@@ -132,7 +132,7 @@ struct ForwardLayout {
 template <template <typename, int> class Policy, typename T, typename index_t>
 ForwardLayout<T> forward_layout(void* base, const AttentionGraph<index_t>& graph,
                                 const AttentionConfig& cfg, int64_t edge_dim) {
-  Slicer s(base);
+  WorkspaceSlicer s(base);
   ForwardLayout<T> l;
   l.w_t = s.take<T>(w_t_elems<Policy, T>(cfg, edge_dim));
   const int64_t E = graph.num_edges, chunk = chunk_edges_for(E);
@@ -167,12 +167,6 @@ void run_forward(const V& v, const AttentionGraph<index_t>& graph, const Attenti
   if (plan.chunk_ptr && out.alpha)
     launch("attention forward_alpha_kernel", forward_alpha_kernel<V, index_t>,
            plan.max_chunks * H, geo.group, stream, a);
-}
-
-template <template <typename, int> class Policy, typename T, typename index_t, class Inputs>
-size_t forward_workspace_bytes(const AttentionGraph<index_t>& graph, const AttentionConfig& cfg,
-                               int64_t edge_dim) {
-  return forward_layout<Policy, T>(nullptr, graph, cfg, edge_dim).bytes;
 }
 
 template <template <typename, int> class Policy, typename T, typename index_t, class Inputs>
@@ -215,7 +209,7 @@ BackwardLayout<T> backward_layout(void* base, const AttentionGraph<index_t>& gra
                                   const AttentionConfig& cfg, int64_t edge_dim) {
   using V = Policy<T, 1>;
   using acc = acc_t<T>;
-  Slicer s(base);
+  WorkspaceSlicer s(base);
   BackwardLayout<T> l;
   const int64_t E = graph.num_edges, H = cfg.heads, C = cfg.channels;
   l.w_t = s.take<T>(w_t_elems<Policy, T>(cfg, edge_dim));
@@ -328,12 +322,6 @@ void run_backward(const V& v, const AttentionGraph<index_t>& graph, const Attent
   }
 }
 
-template <template <typename, int> class Policy, typename T, typename index_t, class Inputs>
-size_t backward_workspace_bytes(const AttentionGraph<index_t>& graph, const AttentionConfig& cfg,
-                                int64_t edge_dim) {
-  return backward_layout<Policy, T>(nullptr, graph, cfg, edge_dim).bytes;
-}
-
 template <template <typename, int> class Policy, typename T, typename index_t, class Inputs,
           class Grads>
 void backward(const char* name, const AttentionGraph<index_t>& graph, const AttentionConfig& cfg,
@@ -359,13 +347,17 @@ void backward(const char* name, const AttentionGraph<index_t>& graph, const Atte
 // ---- public entry points (attention.h) ---------------------------------------------------------
 namespace iognn::cuda {
 
-#define IOGNN_ATTENTION_ENTRY_POINTS(name, Policy, Inputs, Grads)                                 \
+// <name>_<pass>_workspace_bytes: the size of the pass's workspace layout.
+#define IOGNN_ATTENTION_WORKSPACE_BYTES(name, pass, Policy)                                       \
   template <typename T, typename index_t>                                                       \
-  size_t name##_forward_workspace_bytes(const AttentionGraph<index_t>& graph,                   \
-                                        const AttentionConfig& cfg, int64_t edge_dim) {         \
-    return attention_detail::forward_workspace_bytes<attention_detail::Policy, T, index_t,      \
-                                                     Inputs<T>>(graph, cfg, edge_dim);          \
-  }                                                                                             \
+  size_t name##_##pass##_workspace_bytes(const AttentionGraph<index_t>& graph,                  \
+                                         const AttentionConfig& cfg, int64_t edge_dim) {        \
+    using attention_detail::Policy;                                                             \
+    return attention_detail::pass##_layout<Policy, T>(nullptr, graph, cfg, edge_dim).bytes;     \
+  }
+
+#define IOGNN_ATTENTION_ENTRY_POINTS(name, Policy, Inputs, Grads)                                 \
+  IOGNN_ATTENTION_WORKSPACE_BYTES(name, forward, Policy)                                        \
   template <typename T, typename index_t>                                                       \
   void name##_forward(const AttentionGraph<index_t>& graph, const AttentionConfig& cfg,         \
                       const Inputs<T>& in, const AttentionOutputs<T>& out, void* workspace,     \
@@ -374,12 +366,7 @@ namespace iognn::cuda {
                                                            graph, cfg, in, out, workspace,      \
                                                            workspace_bytes, stream);            \
   }                                                                                             \
-  template <typename T, typename index_t>                                                       \
-  size_t name##_backward_workspace_bytes(const AttentionGraph<index_t>& graph,                  \
-                                         const AttentionConfig& cfg, int64_t edge_dim) {        \
-    return attention_detail::backward_workspace_bytes<attention_detail::Policy, T, index_t,     \
-                                                      Inputs<T>>(graph, cfg, edge_dim);         \
-  }                                                                                             \
+  IOGNN_ATTENTION_WORKSPACE_BYTES(name, backward, Policy)                                       \
   template <typename T, typename index_t>                                                       \
   void name##_backward(const AttentionGraph<index_t>& graph, const AttentionConfig& cfg,        \
                        const Inputs<T>& in, const acc_t<T>* lse, const T* grad_out,             \
@@ -394,34 +381,34 @@ IOGNN_ATTENTION_ENTRY_POINTS(gat, GatPolicy, GatInputs, GatGrads)
 IOGNN_ATTENTION_ENTRY_POINTS(gatv2, GatV2Policy, GatV2Inputs, GatV2Grads)
 IOGNN_ATTENTION_ENTRY_POINTS(transformer, TransformerPolicy, TransformerInputs, TransformerGrads)
 #undef IOGNN_ATTENTION_ENTRY_POINTS
+#undef IOGNN_ATTENTION_WORKSPACE_BYTES
 
-// Instantiation of one variant's forward or backward for storage type T and both index types.
-#define IOGNN_INSTANTIATE_ATTENTION_FORWARD(name, Inputs, T)                                      \
-  template size_t name##_forward_workspace_bytes<T, int32_t>(const AttentionGraph<int32_t>&,   \
-                                                             const AttentionConfig&, int64_t); \
-  template size_t name##_forward_workspace_bytes<T, int64_t>(const AttentionGraph<int64_t>&,   \
-                                                             const AttentionConfig&, int64_t); \
-  template void name##_forward<T, int32_t>(const AttentionGraph<int32_t>&,                      \
-                                           const AttentionConfig&, const Inputs<T>&,            \
-                                           const AttentionOutputs<T>&, void*, size_t,           \
-                                           cudaStream_t);                                       \
-  template void name##_forward<T, int64_t>(const AttentionGraph<int64_t>&,                      \
+// Instantiation of one variant's forward or backward for storage type T and both index types
+// (IOGNN_INSTANTIATE_ATTENTION_FORWARD / _BACKWARD: the IOGNN_CUDA_INSTANTIATIONS rows).
+#define IOGNN_INSTANTIATE_ATTENTION_WORKSPACE_BYTES(name, pass, T, index_t)                       \
+  template size_t name##_##pass##_workspace_bytes<T, index_t>(const AttentionGraph<index_t>&,   \
+                                                              const AttentionConfig&, int64_t);
+
+#define IOGNN_INSTANTIATE_ATTENTION_FORWARD_FOR(name, Inputs, T, index_t)                         \
+  IOGNN_INSTANTIATE_ATTENTION_WORKSPACE_BYTES(name, forward, T, index_t)                        \
+  template void name##_forward<T, index_t>(const AttentionGraph<index_t>&,                      \
                                            const AttentionConfig&, const Inputs<T>&,            \
                                            const AttentionOutputs<T>&, void*, size_t,           \
                                            cudaStream_t);
 
-#define IOGNN_INSTANTIATE_ATTENTION_BACKWARD(name, Inputs, Grads, T)                              \
-  template size_t name##_backward_workspace_bytes<T, int32_t>(const AttentionGraph<int32_t>&,  \
-                                                              const AttentionConfig&, int64_t); \
-  template size_t name##_backward_workspace_bytes<T, int64_t>(const AttentionGraph<int64_t>&,  \
-                                                              const AttentionConfig&, int64_t); \
-  template void name##_backward<T, int32_t>(const AttentionGraph<int32_t>&,                     \
-                                            const AttentionConfig&, const Inputs<T>&,           \
-                                            const acc_t<T>*, const T*, const T*,                \
-                                            const Grads<T>&, void*, size_t, cudaStream_t);      \
-  template void name##_backward<T, int64_t>(const AttentionGraph<int64_t>&,                     \
+#define IOGNN_INSTANTIATE_ATTENTION_BACKWARD_FOR(name, Inputs, Grads, T, index_t)                 \
+  IOGNN_INSTANTIATE_ATTENTION_WORKSPACE_BYTES(name, backward, T, index_t)                       \
+  template void name##_backward<T, index_t>(const AttentionGraph<index_t>&,                     \
                                             const AttentionConfig&, const Inputs<T>&,           \
                                             const acc_t<T>*, const T*, const T*,                \
                                             const Grads<T>&, void*, size_t, cudaStream_t);
+
+#define IOGNN_INSTANTIATE_ATTENTION_FORWARD(name, Inputs, T)                                      \
+  IOGNN_INSTANTIATE_ATTENTION_FORWARD_FOR(name, Inputs, T, int32_t)                             \
+  IOGNN_INSTANTIATE_ATTENTION_FORWARD_FOR(name, Inputs, T, int64_t)
+
+#define IOGNN_INSTANTIATE_ATTENTION_BACKWARD(name, Inputs, Grads, T)                              \
+  IOGNN_INSTANTIATE_ATTENTION_BACKWARD_FOR(name, Inputs, Grads, T, int32_t)                     \
+  IOGNN_INSTANTIATE_ATTENTION_BACKWARD_FOR(name, Inputs, Grads, T, int64_t)
 
 }  // namespace iognn::cuda
