@@ -197,9 +197,12 @@ __device__ void dst_range(const BackwardArgs<V, index_t>& a, const GroupLane& g,
 }
 
 // Partial layout of a chunk: [A, M, S (C, or 1 for GAT), X (C, or 1)].
-template <class V>
-__device__ void store_dst_partial(typename V::acc* slot, int64_t C, const GroupLane& g,
-                                  const DstState<V>& state) {
+template <class V, typename index_t>
+__device__ __forceinline__ void store_dst_partial(const BackwardArgs<V, index_t>& a, int64_t c,
+                                                  int64_t h, const GroupLane& g,
+                                                  const DstState<V>& state) {
+  const int64_t H = a.cfg.heads, C = a.cfg.channels;
+  typename V::acc* slot = a.partial + (c * H + h) * dst_width<V>(C);
   if (g.gl == 0 && g.tile == 0) {
     slot[0] = state.A;
     slot[1] = state.M;
@@ -230,19 +233,8 @@ __device__ void merge_dst_partial(const typename V::acc* slot, int64_t C, const 
 template <class V, typename index_t>
 __global__ void __launch_bounds__(kThreads, min_blocks<V, Pass::kDst>())
     dst_chunks_kernel(const BackwardArgs<V, index_t> a) {
-  int64_t item;
-  GroupLane g = group_lane(a.geo, item);
-  const int64_t H = a.cfg.heads, C = a.cfg.channels;
-  const int64_t c = item / (H * g.ntiles);
-  if (c >= a.dst_plan.chunk_ptr[a.graph.num_dst]) return;
-  g.tile = int(item % g.ntiles);
-  const int64_t h = (item / g.ntiles) % H;
-  int64_t i, pb, pe;
-  chunk_range(a.dst_plan, a.graph.rowptr, a.graph.num_dst, c, i, pb, pe);
-  DstState<V> state;
-  state.init();
-  dst_range(a, g, i, h, pb, pe, state);
-  store_dst_partial(a.partial + (c * H + h) * dst_width<V>(C), C, g, state);
+  fold_chunk<dst_range<V, index_t>, store_dst_partial<V, index_t>, DstState<V>, false>(
+      a, a.dst_plan);
 }
 
 // The results of pass 1 for (i, h): D_i and the destination gradient.
@@ -321,25 +313,23 @@ __device__ void src_range(const BackwardArgs<V, index_t>& a, const GroupLane& g,
   }
 }
 
+// A heavy chunk's source gradient in its workspace slot: [a (C), b (C, kSrcB or kAttGrad), s].
 template <class V, typename index_t>
-__global__ void __launch_bounds__(kThreads, min_blocks<V, Pass::kSrc>())
-    src_chunks_kernel(const BackwardArgs<V, index_t> a) {
-  int64_t item;
-  GroupLane g = group_lane(a.geo, item);
+__device__ __forceinline__ void store_src_partial(const BackwardArgs<V, index_t>& a, int64_t c,
+                                                  int64_t h, const GroupLane& g,
+                                                  const SrcGrad<typename V::acc, V::kVec>& grad) {
   const int64_t H = a.cfg.heads, C = a.cfg.channels;
-  const int64_t c = item / (H * g.ntiles);
-  if (c >= a.src_plan.chunk_ptr[a.graph.num_src]) return;
-  g.tile = int(item % g.ntiles);
-  const int64_t h = (item / g.ntiles) % H;
-  int64_t j, qb, qe;
-  chunk_range(a.src_plan, a.graph.colptr, a.graph.num_src, c, j, qb, qe);
-  SrcGrad<typename V::acc, V::kVec> grad;
-  grad.zero();
-  src_range(a, g, j, h, qb, qe, grad);
   typename V::acc* slot = a.partial + (c * H + h) * src_width<V>(C);
   store_partial(slot, g, grad.a);
   if (V::kSrcB || V::kAttGrad) store_partial(slot + C, g, grad.b);
   if (V::kSrcS && g.gl == 0 && g.tile == 0) slot[src_width<V>(C) - 1] = grad.s;
+}
+
+template <class V, typename index_t>
+__global__ void __launch_bounds__(kThreads, min_blocks<V, Pass::kSrc>())
+    src_chunks_kernel(const BackwardArgs<V, index_t> a) {
+  fold_chunk<src_range<V, index_t>, store_src_partial<V, index_t>,
+             SrcGrad<typename V::acc, V::kVec>, true>(a, a.src_plan);
 }
 
 // The block's [H, C] partial of GATv2's att gradient: the lanes' att slots (grad.b) staged in
@@ -383,7 +373,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks<V, Pass::kSrc>())
   g.tile = int(item % g.ntiles);
   const int64_t h = (item / g.ntiles) % H, j = item / (g.ntiles * H);
   SrcGrad<acc, V::kVec> grad;
-  grad.zero();
+  grad.init();
   if (active) {
     const int64_t qb = a.graph.colptr[j], qe = a.graph.colptr[j + 1];
     if (a.src_plan.heavy(qe - qb)) {  // sum the chunks' partials in chunk order

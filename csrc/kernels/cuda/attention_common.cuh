@@ -337,6 +337,39 @@ __device__ __forceinline__ void chunk_range(const ChunkPlan& plan, const index_t
   end = min(int64_t(offsets[row + 1]), first + plan.chunk_edges);
 }
 
+// ---- heavy chunk items ------------------------------------------------------------------------
+// The rows a plan chunks: a.graph's destination rows (rowptr) or, kSources, its source rows
+// (colptr, the transposed CSR).
+template <bool kSources, typename index_t>
+__device__ __forceinline__ int64_t plan_rows(const AttentionGraph<index_t>& graph) {
+  return kSources ? graph.num_src : graph.num_dst;
+}
+template <bool kSources, typename index_t>
+__device__ __forceinline__ const index_t* plan_offsets(const AttentionGraph<index_t>& graph) {
+  return kSources ? graph.colptr : graph.rowptr;
+}
+
+// One item of a chunks kernel: this thread's group folds the positions of its (chunk, head, tile)
+// item over the heavy chunks of `plan` (the tile fastest, then the head) into a fresh State with
+// kFold(a, g, row, head, begin, end, state) and hands the state to kStore(a, chunk, head, g,
+// state), which writes the chunk's workspace slot for the rows kernel to merge in chunk order.
+template <auto kFold, auto kStore, class State, bool kSources, class Args>
+__device__ __forceinline__ void fold_chunk(const Args& a, const ChunkPlan& plan) {
+  int64_t item;
+  GroupLane g = group_lane(a.geo, item);
+  const int64_t H = a.cfg.heads;
+  const int64_t c = item / (H * g.ntiles);
+  if (c >= plan.chunk_ptr[plan_rows<kSources>(a.graph)]) return;
+  g.tile = int(item % g.ntiles);
+  const int64_t h = (item / g.ntiles) % H;
+  int64_t i, pb, pe;
+  chunk_range(plan, plan_offsets<kSources>(a.graph), plan_rows<kSources>(a.graph), c, i, pb, pe);
+  State state;
+  state.init();
+  kFold(a, g, i, h, pb, pe, state);
+  kStore(a, c, h, g, state);
+}
+
 // ---- host side -------------------------------------------------------------------------------
 // Blocks for `items` groups of `group` lanes (0 when there is nothing to do).
 inline unsigned blocks_for(int64_t items, int group) {

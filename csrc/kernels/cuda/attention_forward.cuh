@@ -118,27 +118,25 @@ __device__ void write_alpha(const ForwardArgs<V, index_t>& a, const GroupLane& g
   else alpha_edges<true>(a, g, i, h, pb, pe, lse);
 }
 
+// A heavy chunk's state (m, l, acc) in its workspace slot.
 template <class V, typename index_t>
-__global__ void __launch_bounds__(kThreads, min_blocks<V, Pass::kForward>())
-    forward_chunks_kernel(const ForwardArgs<V, index_t> a) {
-  int64_t item;
-  GroupLane g = group_lane(a.geo, item);
+__device__ __forceinline__ void store_chunk_state(const ForwardArgs<V, index_t>& a, int64_t c,
+                                                  int64_t h, const GroupLane& g,
+                                                  const SoftmaxState<V>& state) {
   const int64_t H = a.cfg.heads, C = a.cfg.channels;
-  const int64_t c = item / (H * g.ntiles);
-  if (c >= a.plan.chunk_ptr[a.graph.num_dst]) return;
-  g.tile = int(item % g.ntiles);
-  const int64_t h = (item / g.ntiles) % H;
-  int64_t i, pb, pe;
-  chunk_range(a.plan, a.graph.rowptr, a.graph.num_dst, c, i, pb, pe);
-  SoftmaxState<V> state;
-  state.init();
-  attend_range(a, g, i, h, pb, pe, state);
   typename V::acc* slot = a.partial + (c * H + h) * (2 + C);
   if (g.gl == 0 && g.tile == 0) {
     slot[0] = state.m;
     slot[1] = state.l;
   }
   store_partial(slot + 2, g, state.sum);
+}
+
+template <class V, typename index_t>
+__global__ void __launch_bounds__(kThreads, min_blocks<V, Pass::kForward>())
+    forward_chunks_kernel(const ForwardArgs<V, index_t> a) {
+  fold_chunk<attend_range<V, index_t>, store_chunk_state<V, index_t>, SoftmaxState<V>, false>(
+      a, a.plan);
 }
 
 template <class V, typename index_t>

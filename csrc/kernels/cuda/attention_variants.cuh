@@ -31,7 +31,7 @@ template <typename acc, int VEC>
 struct SrcGrad {
   Slots<acc, VEC> a, b;
   acc s;
-  __device__ void zero() {
+  __device__ void init() {
     a.zero();
     b.zero();
     s = acc(0);
