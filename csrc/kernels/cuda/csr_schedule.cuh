@@ -241,6 +241,42 @@ __device__ __forceinline__ void for_edge_batches(const GroupLanes& lanes, int64_
   }
 }
 
+// The State of an Op that folds a row into one sum a feature (propagate's gather, the
+// segment-reduce backward), with its merge and its workspace slot (acc sum[F]); such an Op derives
+// from it and names State<VEC> with `using`.
+template <typename acc>
+struct SumFold {
+  template <int VEC>
+  struct State {
+    acc sum[VEC];
+  };
+
+  template <int VEC>
+  __device__ void init(State<VEC>& s) const {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) s.sum[e] = acc(0);
+  }
+  template <int VEC>
+  __device__ void merge(State<VEC>& a, const State<VEC>& b) const {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) a.sum[e] += b.sum[e];
+  }
+  template <int VEC>
+  __device__ void save(const State<VEC>& s, unsigned char* slot, int64_t f0) const {
+    acc* v = reinterpret_cast<acc*>(slot) + f0;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) v[e] = s.sum[e];
+  }
+  template <int VEC>
+  __device__ State<VEC> load(const unsigned char* slot, int64_t f0) const {
+    const acc* v = reinterpret_cast<const acc*>(slot) + f0;
+    State<VEC> s;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) s.sum[e] = v[e];
+    return s;
+  }
+};
+
 // ---- kernels ----------------------------------------------------------------------------------
 // The lanes of a group for chunk `chunk` (for a kWholeRow Op: the whole group, chunk 0).
 template <class Op, int VEC>

@@ -82,14 +82,12 @@ struct BackwardXEdges {
 
 // ---- the gather -----------------------------------------------------------------------------
 template <typename T, typename I, class Edges>
-struct GatherOp {
+struct GatherOp : SumFold<acc_t<T>> {  // a slot holds one segment's unscaled sums
   using acc = acc_t<T>;
   static constexpr int kMinBlocks = propagate_detail::kMinBlocks;
   static constexpr bool kWholeRow = false, kMerges = true;
   template <int VEC>
-  struct State {
-    acc sum[VEC];
-  };
+  using State = typename SumFold<acc>::template State<VEC>;
 
   const I* offsets;
   Edges edges;
@@ -98,12 +96,6 @@ struct GatherOp {
   T* out;
 
   __device__ int64_t offset(int64_t r) const { return load_index(offsets + r); }
-
-  template <int VEC>
-  __device__ void init(State<VEC>& s) const {
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) s.sum[e] = acc(0);
-  }
 
   template <int VEC>
   __device__ void add(State<VEC>& s, const Pack<T, VEC>& v, acc w) const {
@@ -131,26 +123,6 @@ struct GatherOp {
       const int64_t src = edges.source(p);
       add(s, load_pack<T, VEC>(xf + src * x_stride), edges.factor(p, src));
     }
-  }
-
-  template <int VEC>
-  __device__ void merge(State<VEC>& a, const State<VEC>& b) const {
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) a.sum[e] += b.sum[e];
-  }
-
-  // A slot holds one segment's unscaled sums, acc[F].
-  template <int VEC>
-  __device__ void save(const State<VEC>& s, unsigned char* slot, int64_t f0) const {
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) reinterpret_cast<acc*>(slot)[f0 + e] = s.sum[e];
-  }
-  template <int VEC>
-  __device__ State<VEC> load(const unsigned char* slot, int64_t f0) const {
-    State<VEC> s;
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) s.sum[e] = reinterpret_cast<const acc*>(slot)[f0 + e];
-    return s;
   }
 
   template <int VEC>
@@ -185,7 +157,7 @@ template <typename T, typename I, class Edges>
 void run_gather(const I* offsets, const Edges& edges, const T* x, int64_t x_stride,
                 int64_t num_rows, int64_t num_edges, int64_t max_degree, int64_t F, T* out,
                 void* workspace, size_t workspace_bytes, cudaStream_t stream, const char* name) {
-  const GatherOp<T, I, Edges> op{offsets, edges, x, x_stride, F, out};
+  const GatherOp<T, I, Edges> op{{}, offsets, edges, x, x_stride, F, out};
   const HeavyPlan plan = gather_plan<T>(num_rows, num_edges, max_degree, F);
   constexpr int V = kVec<T>;
   if (F % V == 0 && x_stride % V == 0 && is_aligned16(x) && is_aligned16(out))

@@ -242,7 +242,7 @@ size_t backward_slot_bytes(int64_t F) {
 // linear one first (split_backward): one kernel for both, under the register cap the linear
 // gather needs, spills the extremum sweep's loads and cannot pipeline them.
 template <typename T, typename index_t, bool kExtrema>
-struct BackwardOp {
+struct BackwardOp : SumFold<acc_t<T>> {  // slot layout (backward_slot_bytes): acc sum[F]
   using acc = acc_t<T>;
   // Out-edges per batch, all their loads in flight at once (halved for 8-wide packs; the
   // extremum pass halves it again for min and max together).
@@ -259,9 +259,7 @@ struct BackwardOp {
   static constexpr bool kWholeRow = false, kMerges = true;  // (csr_schedule.cuh)
   static constexpr bool kTiledIndices = kExtrema;
   template <int VEC>  // one lane's VEC consecutive features
-  struct State {
-    acc sum[VEC];
-  };
+  using State = typename SumFold<acc>::template State<VEC>;
 
   const index_t* colptr;
   const index_t* row;
@@ -287,12 +285,6 @@ struct BackwardOp {
   const acc* base;
 
   __device__ int64_t offset(int64_t j) const { return int64_t(colptr[j]); }
-
-  template <int VEC>
-  __device__ void init(State<VEC>& s) const {
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) s.sum[e] = acc(0);
-  }
 
   // What a lane's tie codes give the edge at `aux` (EdgeRef), as bit masks over its VEC features:
   // `held`, the features whose sole holder it is (lead byte = its position mod 128 and, in a long
@@ -531,29 +523,6 @@ struct BackwardOp {
   }
 
   template <int VEC>
-  __device__ void merge(State<VEC>& x, const State<VEC>& y) const {
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) x.sum[e] += y.sum[e];
-  }
-
-  // Workspace slot layout (backward_slot_bytes): acc sum[F].
-  template <int VEC>
-  __device__ void save(const State<VEC>& s, unsigned char* slot, int64_t f0) const {
-    acc* v = reinterpret_cast<acc*>(slot) + f0;
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) v[e] = s.sum[e];
-  }
-
-  template <int VEC>
-  __device__ State<VEC> load(const unsigned char* slot, int64_t f0) const {
-    const acc* v = reinterpret_cast<const acc*>(slot) + f0;
-    State<VEC> s;
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) s.sum[e] = v[e];
-    return s;
-  }
-
-  template <int VEC>
   __device__ void finalize(const State<VEC>& s, int64_t j, int64_t, int64_t f0) const {
     const int64_t n = j * F + f0;
     if (partial) {
@@ -652,7 +621,7 @@ void segment_reduce_backward(const index_t* colptr, const index_t* row, const in
                        const acc* pass_base) {
     constexpr bool kExtrema = decltype(extrema_pass)::value;
     const sr::BackwardOp<T, index_t, kExtrema> op{
-        colptr, row, csc2csr, rowptr, x, x_stride, out, grad_out, ties, tie_slots, a, b,
+        {}, colptr, row, csc2csr, rowptr, x, x_stride, out, grad_out, ties, tie_slots, a, b,
         a ? nullptr : mean, mean_stride, F, K, pass_slots, grad_x, pass_partial, pass_base};
     constexpr int kLanes = kExtrema ? sr::kExtremumVec<T> : kPack;
     if (packed) run_schedule<kLanes>(op, colptr, num_src, plan, heavy_ws, heavy_bytes, stream,
