@@ -14,6 +14,8 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <type_traits>
+
 #include "binding/attention_ops.h"
 #include "kernels/cpu/gat.h"
 #include "kernels/cpu/gatv2.h"
@@ -24,43 +26,29 @@ namespace {
 
 using namespace attention;
 
-// The host kernels (kernels/cpu/), one overload per variant.
+// The host kernels (kernels/cpu/) of each variant, picked by its Inputs type.
 struct CpuAttention {
   using Scope = HostScope;
 
-  template <typename T, typename I>
+  template <typename T, typename I, class Inputs>
   static void forward(const Scope&, const AttentionGraph<I>& g, const AttentionConfig& cfg,
-                      int64_t, const GatInputs<T>& in, const AttentionOutputs<T>& out) {
-    cpu::gat_forward<T, I>(g, cfg, in, out);
-  }
-  template <typename T, typename I>
-  static void forward(const Scope&, const AttentionGraph<I>& g, const AttentionConfig& cfg,
-                      int64_t, const GatV2Inputs<T>& in, const AttentionOutputs<T>& out) {
-    cpu::gatv2_forward<T, I>(g, cfg, in, out);
-  }
-  template <typename T, typename I>
-  static void forward(const Scope&, const AttentionGraph<I>& g, const AttentionConfig& cfg,
-                      int64_t, const TransformerInputs<T>& in, const AttentionOutputs<T>& out) {
-    cpu::transformer_forward<T, I>(g, cfg, in, out);
+                      int64_t, const Inputs& in, const AttentionOutputs<T>& out) {
+    if constexpr (std::is_same_v<Inputs, GatInputs<T>>) cpu::gat_forward<T, I>(g, cfg, in, out);
+    if constexpr (std::is_same_v<Inputs, GatV2Inputs<T>>) cpu::gatv2_forward<T, I>(g, cfg, in, out);
+    if constexpr (std::is_same_v<Inputs, TransformerInputs<T>>)
+      cpu::transformer_forward<T, I>(g, cfg, in, out);
   }
 
-  template <typename T, typename I>
+  template <typename T, typename I, class Inputs>
   static void backward(const Scope&, const AttentionGraph<I>& g, const AttentionConfig& cfg,
-                       int64_t, const GatInputs<T>& in, const acc_t<T>* lse, const T* grad_out,
-                       const T* grad_alpha, const GatGrads<T>& grads) {
-    cpu::gat_backward<T, I>(g, cfg, in, lse, grad_out, grad_alpha, grads);
-  }
-  template <typename T, typename I>
-  static void backward(const Scope&, const AttentionGraph<I>& g, const AttentionConfig& cfg,
-                       int64_t, const GatV2Inputs<T>& in, const acc_t<T>* lse, const T* grad_out,
-                       const T* grad_alpha, const GatV2Grads<T>& grads) {
-    cpu::gatv2_backward<T, I>(g, cfg, in, lse, grad_out, grad_alpha, grads);
-  }
-  template <typename T, typename I>
-  static void backward(const Scope&, const AttentionGraph<I>& g, const AttentionConfig& cfg,
-                       int64_t, const TransformerInputs<T>& in, const acc_t<T>* lse,
-                       const T* grad_out, const T* grad_alpha, const TransformerGrads<T>& grads) {
-    cpu::transformer_backward<T, I>(g, cfg, in, lse, grad_out, grad_alpha, grads);
+                       int64_t, const Inputs& in, const acc_t<T>* lse, const T* grad_out,
+                       const T* grad_alpha, const typename Inputs::Grads& grads) {
+    if constexpr (std::is_same_v<Inputs, GatInputs<T>>)
+      cpu::gat_backward<T, I>(g, cfg, in, lse, grad_out, grad_alpha, grads);
+    if constexpr (std::is_same_v<Inputs, GatV2Inputs<T>>)
+      cpu::gatv2_backward<T, I>(g, cfg, in, lse, grad_out, grad_alpha, grads);
+    if constexpr (std::is_same_v<Inputs, TransformerInputs<T>>)
+      cpu::transformer_backward<T, I>(g, cfg, in, lse, grad_out, grad_alpha, grads);
   }
 };
 
@@ -70,35 +58,35 @@ TORCH_LIBRARY_FRAGMENT(iognn, m) {
   m.def(
       "gat_attention(Tensor rowptr, Tensor col, Tensor eid, Tensor colptr, Tensor row, "
       "Tensor csc2csr, Tensor x, Tensor alpha_src, Tensor? alpha_dst, Tensor? edge_attr, "
-      "Tensor? w_edge, float negative_slope, float dropout, int seed, bool return_alpha) -> "
+      "Tensor? w_edge, float negative_slope, float dropout, SymInt seed, bool return_alpha) -> "
       "(Tensor out, Tensor lse, Tensor alpha)");
   m.def(
       "gat_attention_backward(Tensor rowptr, Tensor col, Tensor eid, Tensor colptr, Tensor row, "
       "Tensor csc2csr, Tensor x, Tensor alpha_src, Tensor? alpha_dst, Tensor? edge_attr, "
       "Tensor? w_edge, Tensor lse, Tensor grad_out, Tensor? grad_alpha, float negative_slope, "
-      "float dropout, int seed) -> (Tensor grad_x, Tensor grad_alpha_src, "
+      "float dropout, SymInt seed) -> (Tensor grad_x, Tensor grad_alpha_src, "
       "Tensor grad_alpha_dst, Tensor grad_edge_attr, Tensor grad_w_edge)");
   m.def(
       "gatv2_attention(Tensor rowptr, Tensor col, Tensor eid, Tensor colptr, Tensor row, "
       "Tensor csc2csr, Tensor x_src, Tensor x_dst, Tensor att, Tensor? edge_attr, "
-      "Tensor? w_edge, float negative_slope, float dropout, int seed, bool return_alpha) -> "
+      "Tensor? w_edge, float negative_slope, float dropout, SymInt seed, bool return_alpha) -> "
       "(Tensor out, Tensor lse, Tensor alpha)");
   m.def(
       "gatv2_attention_backward(Tensor rowptr, Tensor col, Tensor eid, Tensor colptr, "
       "Tensor row, Tensor csc2csr, Tensor x_src, Tensor x_dst, Tensor att, Tensor? edge_attr, "
       "Tensor? w_edge, Tensor lse, Tensor grad_out, Tensor? grad_alpha, float negative_slope, "
-      "float dropout, int seed) -> (Tensor grad_x_src, Tensor grad_x_dst, Tensor grad_att, "
+      "float dropout, SymInt seed) -> (Tensor grad_x_src, Tensor grad_x_dst, Tensor grad_att, "
       "Tensor grad_edge_attr, Tensor grad_w_edge)");
   m.def(
       "transformer_attention(Tensor rowptr, Tensor col, Tensor eid, Tensor colptr, Tensor row, "
       "Tensor csc2csr, Tensor query, Tensor key, Tensor value, Tensor? edge_attr, "
-      "Tensor? w_edge, float scale, float dropout, int seed, bool return_alpha) -> "
+      "Tensor? w_edge, float scale, float dropout, SymInt seed, bool return_alpha) -> "
       "(Tensor out, Tensor lse, Tensor alpha)");
   m.def(
       "transformer_attention_backward(Tensor rowptr, Tensor col, Tensor eid, Tensor colptr, "
       "Tensor row, Tensor csc2csr, Tensor query, Tensor key, Tensor value, Tensor? edge_attr, "
       "Tensor? w_edge, Tensor lse, Tensor grad_out, Tensor? grad_alpha, float scale, "
-      "float dropout, int seed) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value, "
+      "float dropout, SymInt seed) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value, "
       "Tensor grad_edge_attr, Tensor grad_w_edge)");
 }
 

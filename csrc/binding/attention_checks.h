@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 
+#include <array>
 #include <optional>
 #include <tuple>
 
@@ -115,12 +116,15 @@ inline void check_lin_edge(const char* op, const OptTensor& w_edge, int64_t H, i
                      {"rows (heads * channels)", "columns (edge features)"}, ref, ref_name);
 }
 
-// Forward outputs: out, lse and alpha (empty [0, H] unless requested).
-inline Forward make_outputs(const GraphArgs& g, const Tensor& ref, int64_t H, int64_t C,
-                            bool return_alpha) {
-  return {at::empty({g.num_dst(), H, C}, ref.options()),
-          at::empty({g.num_dst(), H}, ref.options().dtype(acc_dtype(ref.scalar_type()))),
-          at::empty({return_alpha ? g.num_edges() : 0, H}, ref.options())};
+// The forward's outputs for the reference features ref [N, H, C]: out [num_dst, H, C] like ref,
+// lse [num_dst, H] in the accumulation dtype and alpha [E', H] like ref ([0, H] unless
+// requested). A shape function (utils.h): the Meta kernels allocate with it too.
+inline Forward empty_forward_outputs(const GraphArgs& g, const Tensor& ref, bool return_alpha) {
+  const c10::SymInt num_dst = g.rowptr.sym_numel() - 1, H = ref.sym_size(1);
+  return {at::empty_symint({num_dst, H, ref.sym_size(2)}, ref.options()),
+          at::empty_symint({num_dst, H}, ref.options().dtype(acc_dtype(ref.scalar_type()))),
+          at::empty_symint({return_alpha ? g.col.sym_numel() : c10::SymInt(0), H},
+                           ref.options())};
 }
 
 struct BackwardInputs {
@@ -153,11 +157,6 @@ const acc_t<T>* lse_ptr(const BackwardInputs& b) {
 template <typename T>
 const T* grad_alpha_ptr(const BackwardInputs& b) {
   return b.grad_alpha ? cptr<T>(*b.grad_alpha) : nullptr;
-}
-
-// Gradient buffer shaped like `input` (contiguous), or an empty tensor for an absent input.
-inline Tensor grad_like(const OptTensor& input, const Tensor& ref) {
-  return input ? at::empty(input->sizes(), ref.options()) : at::empty({0}, ref.options());
 }
 
 template <typename Fn>
@@ -267,27 +266,37 @@ AttentionOutputs<T> output_view(const Forward& o) {
   return {ptr<T>(std::get<0>(o)), ptr<acc_t<T>>(std::get<1>(o)), optional_ptr<T>(std::get<2>(o))};
 }
 
+// The kernels' inputs of a checked call (overloaded on the variant's Args).
 template <typename T>
-GatInputs<T> gat_inputs(const GatArgs& a, double negative_slope) {
+GatInputs<T> kernel_inputs(const GatArgs& a, double negative_slope) {
   return {node_rows<T>(a.x),         node_rows<T>(a.a_src),
           node_rows<T>(a.a_dst),     edge_rows<T>(a.edge_attr),
           a.w_edge ? cptr<T>(*a.w_edge) : nullptr, negative_slope};
 }
 template <typename T>
-GatV2Inputs<T> gatv2_inputs(const GatV2Args& a, double negative_slope) {
+GatV2Inputs<T> kernel_inputs(const GatV2Args& a, double negative_slope) {
   return {node_rows<T>(a.x_src),     node_rows<T>(a.x_dst),
           cptr<T>(a.att),                    edge_rows<T>(a.edge_attr),
           a.w_edge ? cptr<T>(*a.w_edge) : nullptr, negative_slope};
 }
 template <typename T>
-TransformerInputs<T> transformer_inputs(const TransformerArgs& a, double scale) {
+TransformerInputs<T> kernel_inputs(const TransformerArgs& a, double scale) {
   return {node_rows<T>(a.query),     node_rows<T>(a.key),
           node_rows<T>(a.value),     edge_rows<T>(a.edge_attr),
           a.w_edge ? cptr<T>(*a.w_edge) : nullptr, scale};
 }
 
-// Gradient outputs of the backward ops (one per input; absent inputs get empty tensors), and the
-// kernels' view of them: {first, second, third, edge_attr, w_edge} pointers, null when empty.
+// The backward's gradients: one per input (first, second, third, edge_attr, w_edge), shaped like
+// it and contiguous, in ref's dtype; an empty [0] tensor for an absent input. A shape function
+// (utils.h): the Meta kernels allocate with it too.
+inline Backward empty_grads(const Tensor& ref, const std::array<OptTensor, 5>& inputs) {
+  const auto like = [&](const OptTensor& t) {
+    return t ? at::empty_symint(t->sym_sizes(), ref.options()) : at::empty({0}, ref.options());
+  };
+  return {like(inputs[0]), like(inputs[1]), like(inputs[2]), like(inputs[3]), like(inputs[4])};
+}
+
+// The kernels' view of the gradients (Grads: the variant's, e.g. GatGrads<T>): null for empty ones.
 template <class Grads, typename T>
 Grads grads_view(const Backward& g) {
   return {optional_ptr<T>(std::get<0>(g)), optional_ptr<T>(std::get<1>(g)),
@@ -295,22 +304,25 @@ Grads grads_view(const Backward& g) {
           optional_ptr<T>(std::get<4>(g))};
 }
 
-inline Backward gat_grads(const GatArgs& a) {
-  const auto& o = a.x.options();
-  return {at::empty(a.x.sizes(), o), at::empty(a.a_src.sizes(), o), grad_like(a.a_dst, a.x),
-          grad_like(a.edge_attr, a.x), grad_like(a.w_edge, a.x)};
-}
-inline Backward gatv2_grads(const GatV2Args& a) {
-  const auto& o = a.x_src.options();
-  return {at::empty(a.x_src.sizes(), o), at::empty(a.x_dst.sizes(), o),
-          at::empty(a.att.sizes(), o), grad_like(a.edge_attr, a.x_src),
-          grad_like(a.w_edge, a.x_src)};
-}
-inline Backward transformer_grads(const TransformerArgs& a) {
-  const auto& o = a.query.options();
-  return {at::empty(a.query.sizes(), o), at::empty(a.key.sizes(), o),
-          at::empty(a.value.sizes(), o), grad_like(a.edge_attr, a.query),
-          grad_like(a.w_edge, a.query)};
-}
+// ---- the variants: their ops' names, reference input (the first feature tensor: its dtype and
+// device are the call's, errors name it), the type of their third input and their checks -------
+struct Gat {
+  static constexpr const char *kOp = "iognn::gat_attention", *kRef = "x";
+  static constexpr const char* kBackwardOp = "iognn::gat_attention_backward";
+  using Third = OptTensor;  // alpha_dst is optional
+  static constexpr auto check = &check_gat;
+};
+struct GatV2 {
+  static constexpr const char *kOp = "iognn::gatv2_attention", *kRef = "x_src";
+  static constexpr const char* kBackwardOp = "iognn::gatv2_attention_backward";
+  using Third = Tensor;
+  static constexpr auto check = &check_gatv2;
+};
+struct Transformer {
+  static constexpr const char *kOp = "iognn::transformer_attention", *kRef = "query";
+  static constexpr const char* kBackwardOp = "iognn::transformer_attention_backward";
+  using Third = Tensor;
+  static constexpr auto check = &check_transformer;
+};
 
 }  // namespace iognn::torch_ext::attention

@@ -1,22 +1,28 @@
-// The attention ops (GAT, GATv2, Graph Transformer), written once for both backends: argument
-// checks (attention_checks.h), outputs, the dtype / index dispatch and the call of the backend's
-// kernels. binding/attention.cpp defines the schemas and registers these bodies with the host
-// kernels; binding/cuda/attention.cpp registers them with the device kernels. A Backend provides
+// The attention ops (GAT, GATv2, Graph Transformer), written once for every backend and variant:
+// argument checks (attention_checks.h), outputs, the dtype / index dispatch and the call of the
+// backend's kernels. binding/attention.cpp defines the schemas and registers these bodies with
+// the host kernels; binding/cuda/attention.cpp with the device kernels; binding/meta.cpp as the
+// Meta kernels (MetaBackend: the outputs only). A variant V (Gat, GatV2,
+// Transformer: attention_checks.h) names its ops, its reference input and its checks. A Backend
+// other than MetaBackend provides
 //
 //   using Scope = HostScope or DeviceScope (binding/utils.h, binding/cuda/device_scope.h)
 //   template <typename T, typename I, class Inputs>
 //   static void forward(const Scope&, const AttentionGraph<I>&, const AttentionConfig&,
 //                       int64_t edge_dim, const Inputs&, const AttentionOutputs<T>&);
-//   template <typename T, typename I, class Inputs, class Grads>
+//   template <typename T, typename I, class Inputs>
 //   static void backward(const Scope&, const AttentionGraph<I>&, const AttentionConfig&,
 //                        int64_t edge_dim, const Inputs&, const acc_t<T>* lse,
-//                        const T* grad_out, const T* grad_alpha, const Grads&);
+//                        const T* grad_out, const T* grad_alpha, const typename Inputs::Grads&);
 //
-// overloaded on the variant's Inputs (GatInputs, GatV2Inputs, TransformerInputs: the kernels
-// differ by variant and backend, nothing else does).
+// for each variant's Inputs (GatInputs, GatV2Inputs, TransformerInputs: the kernels differ by
+// variant and backend, nothing else does).
 #pragma once
 
 #include <torch/library.h>
+
+#include <array>
+#include <type_traits>
 
 #include "binding/attention_checks.h"
 #include "binding/utils.h"
@@ -27,127 +33,73 @@ inline int64_t edge_dim_of(const OptTensor& edge_attr) {
   return edge_attr ? edge_attr->size(1) : 0;
 }
 
-// Outputs, then the backend's forward of `inputs(ft)` (a lambda of the feature-dtype tag).
-template <class Backend, class Args, class MakeInputs>
-Forward run_forward(const char* op, const GraphArgs& g, const Args& a, const Tensor& ref,
-                    double dropout, int64_t seed, bool return_alpha, MakeInputs&& inputs) {
-  const AttentionConfig cfg = make_config(op, a.H, a.C, dropout, seed);
-  const typename Backend::Scope scope(ref);
-  Forward out = make_outputs(g, ref, a.H, a.C, return_alpha);
-  dispatch(op, ref, g, [&](auto ft, auto it) {
-    using T = typename decltype(ft)::type;
-    using I = typename decltype(it)::type;
-    Backend::template forward<T, I>(scope, graph_view<I>(g), cfg, edge_dim_of(a.edge_attr),
-                                    inputs(ft), output_view<T>(out));
-  });
-  return out;
-}
-
-// The checked gradient inputs, `grads` (one tensor per input), then the backend's backward;
-// GradsView<T> is the kernels' view of `grads`.
-template <class Backend, template <typename> class GradsView, class Args, class MakeInputs>
-Backward run_backward(const char* op, const GraphArgs& g, const Args& a, const Tensor& ref,
-                      const char* ref_name, double dropout, int64_t seed, const Tensor& lse,
-                      const Tensor& grad_out, const OptTensor& grad_alpha, Backward grads,
-                      MakeInputs&& inputs) {
-  const AttentionConfig cfg = make_config(op, a.H, a.C, dropout, seed);
-  const BackwardInputs b =
-      check_backward_inputs(op, g, ref, ref_name, a.H, a.C, lse, grad_out, grad_alpha);
-  const typename Backend::Scope scope(ref);
-  dispatch(op, ref, g, [&](auto ft, auto it) {
-    using T = typename decltype(ft)::type;
-    using I = typename decltype(it)::type;
-    Backend::template backward<T, I>(scope, graph_view<I>(g), cfg, edge_dim_of(a.edge_attr),
-                                     inputs(ft), lse_ptr<T>(b), cptr<T>(b.grad_out),
-                                     grad_alpha_ptr<T>(b), grads_view<GradsView<T>, T>(grads));
-  });
-  return grads;
+// The three feature inputs of variant V (its third: V::Third), edge_attr and w_edge.
+template <class V>
+std::array<OptTensor, 5> inputs_of(const Tensor& first, const Tensor& second,
+                                   const typename V::Third& third, const OptTensor& edge_attr,
+                                   const OptTensor& w_edge) {
+  return {first, second, third, edge_attr, w_edge};
 }
 
 template <class Backend>
 struct AttentionOps {
-  static Forward gat(const Tensor& rowptr, const Tensor& col, const Tensor& eid,
-                     const Tensor& colptr, const Tensor& row, const Tensor& csc2csr,
-                     const Tensor& x, const Tensor& a_src, const OptTensor& a_dst,
-                     const OptTensor& edge_attr, const OptTensor& w_edge, double negative_slope,
-                     double dropout, int64_t seed, bool return_alpha) {
-    constexpr const char* op = "iognn::gat_attention";
+  // (out, lse, alpha) of variant V; scalar: its negative slope or score scale.
+  template <class V>
+  static Forward forward(const Tensor& rowptr, const Tensor& col, const Tensor& eid,
+                         const Tensor& colptr, const Tensor& row, const Tensor& csc2csr,
+                         const Tensor& first, const Tensor& second, const typename V::Third& third,
+                         const OptTensor& edge_attr, const OptTensor& w_edge, double scalar,
+                         double dropout, c10::SymInt seed, bool return_alpha) {
     const GraphArgs g{rowptr, col, eid, colptr, row, csc2csr};
-    const GatArgs a = check_gat(op, g, x, a_src, a_dst, edge_attr, w_edge);
-    return run_forward<Backend>(op, g, a, a.x, dropout, seed, return_alpha, [&](auto ft) {
-      return gat_inputs<typename decltype(ft)::type>(a, negative_slope);
-    });
+    if constexpr (is_meta_v<Backend>) {
+      return empty_forward_outputs(g, first, return_alpha);
+    } else {
+      const auto a = V::check(V::kOp, g, first, second, third, edge_attr, w_edge);
+      const AttentionConfig cfg = make_config(V::kOp, a.H, a.C, dropout, seed.expect_int());
+      const typename Backend::Scope scope(first);
+      Forward out = empty_forward_outputs(g, first, return_alpha);
+      dispatch(V::kOp, first, g, [&](auto ft, auto it) {
+        using T = typename decltype(ft)::type;
+        using I = typename decltype(it)::type;
+        Backend::template forward<T, I>(scope, graph_view<I>(g), cfg, edge_dim_of(a.edge_attr),
+                                        kernel_inputs<T>(a, scalar), output_view<T>(out));
+      });
+      return out;
+    }
   }
 
-  static Backward gat_backward(const Tensor& rowptr, const Tensor& col, const Tensor& eid,
-                               const Tensor& colptr, const Tensor& row, const Tensor& csc2csr,
-                               const Tensor& x, const Tensor& a_src, const OptTensor& a_dst,
-                               const OptTensor& edge_attr, const OptTensor& w_edge,
-                               const Tensor& lse, const Tensor& grad_out,
-                               const OptTensor& grad_alpha, double negative_slope,
-                               double dropout, int64_t seed) {
-    constexpr const char* op = "iognn::gat_attention_backward";
+  // One gradient per input of variant V (attention_checks.h's empty_grads).
+  template <class V>
+  static Backward backward(const Tensor& rowptr, const Tensor& col, const Tensor& eid,
+                           const Tensor& colptr, const Tensor& row, const Tensor& csc2csr,
+                           const Tensor& first, const Tensor& second,
+                           const typename V::Third& third, const OptTensor& edge_attr,
+                           const OptTensor& w_edge, const Tensor& lse, const Tensor& grad_out,
+                           const OptTensor& grad_alpha, double scalar, double dropout,
+                           c10::SymInt seed) {
     const GraphArgs g{rowptr, col, eid, colptr, row, csc2csr};
-    const GatArgs a = check_gat(op, g, x, a_src, a_dst, edge_attr, w_edge);
-    return run_backward<Backend, GatGrads>(
-        op, g, a, a.x, "x", dropout, seed, lse, grad_out, grad_alpha, gat_grads(a),
-        [&](auto ft) { return gat_inputs<typename decltype(ft)::type>(a, negative_slope); });
-  }
-
-  static Forward gatv2(const Tensor& rowptr, const Tensor& col, const Tensor& eid,
-                       const Tensor& colptr, const Tensor& row, const Tensor& csc2csr,
-                       const Tensor& x_src, const Tensor& x_dst, const Tensor& att,
-                       const OptTensor& edge_attr, const OptTensor& w_edge,
-                       double negative_slope, double dropout, int64_t seed, bool return_alpha) {
-    constexpr const char* op = "iognn::gatv2_attention";
-    const GraphArgs g{rowptr, col, eid, colptr, row, csc2csr};
-    const GatV2Args a = check_gatv2(op, g, x_src, x_dst, att, edge_attr, w_edge);
-    return run_forward<Backend>(op, g, a, a.x_src, dropout, seed, return_alpha, [&](auto ft) {
-      return gatv2_inputs<typename decltype(ft)::type>(a, negative_slope);
-    });
-  }
-
-  static Backward gatv2_backward(const Tensor& rowptr, const Tensor& col, const Tensor& eid,
-                                 const Tensor& colptr, const Tensor& row, const Tensor& csc2csr,
-                                 const Tensor& x_src, const Tensor& x_dst, const Tensor& att,
-                                 const OptTensor& edge_attr, const OptTensor& w_edge,
-                                 const Tensor& lse, const Tensor& grad_out,
-                                 const OptTensor& grad_alpha, double negative_slope,
-                                 double dropout, int64_t seed) {
-    constexpr const char* op = "iognn::gatv2_attention_backward";
-    const GraphArgs g{rowptr, col, eid, colptr, row, csc2csr};
-    const GatV2Args a = check_gatv2(op, g, x_src, x_dst, att, edge_attr, w_edge);
-    return run_backward<Backend, GatV2Grads>(
-        op, g, a, a.x_src, "x_src", dropout, seed, lse, grad_out, grad_alpha, gatv2_grads(a),
-        [&](auto ft) { return gatv2_inputs<typename decltype(ft)::type>(a, negative_slope); });
-  }
-
-  static Forward transformer(const Tensor& rowptr, const Tensor& col, const Tensor& eid,
-                             const Tensor& colptr, const Tensor& row, const Tensor& csc2csr,
-                             const Tensor& query, const Tensor& key, const Tensor& value,
-                             const OptTensor& edge_attr, const OptTensor& w_edge, double scale,
-                             double dropout, int64_t seed, bool return_alpha) {
-    constexpr const char* op = "iognn::transformer_attention";
-    const GraphArgs g{rowptr, col, eid, colptr, row, csc2csr};
-    const TransformerArgs a = check_transformer(op, g, query, key, value, edge_attr, w_edge);
-    return run_forward<Backend>(op, g, a, a.query, dropout, seed, return_alpha, [&](auto ft) {
-      return transformer_inputs<typename decltype(ft)::type>(a, scale);
-    });
-  }
-
-  static Backward transformer_backward(
-      const Tensor& rowptr, const Tensor& col, const Tensor& eid, const Tensor& colptr,
-      const Tensor& row, const Tensor& csc2csr, const Tensor& query, const Tensor& key,
-      const Tensor& value, const OptTensor& edge_attr, const OptTensor& w_edge, const Tensor& lse,
-      const Tensor& grad_out, const OptTensor& grad_alpha, double scale, double dropout,
-      int64_t seed) {
-    constexpr const char* op = "iognn::transformer_attention_backward";
-    const GraphArgs g{rowptr, col, eid, colptr, row, csc2csr};
-    const TransformerArgs a = check_transformer(op, g, query, key, value, edge_attr, w_edge);
-    return run_backward<Backend, TransformerGrads>(
-        op, g, a, a.query, "query", dropout, seed, lse, grad_out, grad_alpha,
-        transformer_grads(a),
-        [&](auto ft) { return transformer_inputs<typename decltype(ft)::type>(a, scale); });
+    const auto inputs = inputs_of<V>(first, second, third, edge_attr, w_edge);
+    if constexpr (is_meta_v<Backend>) {
+      return empty_grads(first, inputs);
+    } else {
+      const auto a = V::check(V::kBackwardOp, g, first, second, third, edge_attr, w_edge);
+      const AttentionConfig cfg = make_config(V::kBackwardOp, a.H, a.C, dropout,
+                                              seed.expect_int());
+      const BackwardInputs b = check_backward_inputs(V::kBackwardOp, g, first, V::kRef, a.H, a.C,
+                                                     lse, grad_out, grad_alpha);
+      const typename Backend::Scope scope(first);
+      Backward grads = empty_grads(first, inputs);
+      dispatch(V::kBackwardOp, first, g, [&](auto ft, auto it) {
+        using T = typename decltype(ft)::type;
+        using I = typename decltype(it)::type;
+        const auto in = kernel_inputs<T>(a, scalar);
+        Backend::template backward<T, I>(
+            scope, graph_view<I>(g), cfg, edge_dim_of(a.edge_attr), in, lse_ptr<T>(b),
+            cptr<T>(b.grad_out), grad_alpha_ptr<T>(b),
+            grads_view<typename std::decay_t<decltype(in)>::Grads, T>(grads));
+      });
+      return grads;
+    }
   }
 };
 
@@ -155,12 +107,12 @@ struct AttentionOps {
 template <class Backend>
 void register_attention(torch::Library& m) {
   using Ops = AttentionOps<Backend>;
-  m.impl("gat_attention", &Ops::gat);
-  m.impl("gat_attention_backward", &Ops::gat_backward);
-  m.impl("gatv2_attention", &Ops::gatv2);
-  m.impl("gatv2_attention_backward", &Ops::gatv2_backward);
-  m.impl("transformer_attention", &Ops::transformer);
-  m.impl("transformer_attention_backward", &Ops::transformer_backward);
+  m.impl(Gat::kOp, &Ops::template forward<Gat>);
+  m.impl(Gat::kBackwardOp, &Ops::template backward<Gat>);
+  m.impl(GatV2::kOp, &Ops::template forward<GatV2>);
+  m.impl(GatV2::kBackwardOp, &Ops::template backward<GatV2>);
+  m.impl(Transformer::kOp, &Ops::template forward<Transformer>);
+  m.impl(Transformer::kBackwardOp, &Ops::template backward<Transformer>);
 }
 
 }  // namespace iognn::torch_ext::attention

@@ -46,14 +46,14 @@ struct CpuPropagate {
 TORCH_LIBRARY_FRAGMENT(iognn, m) {
   m.def(
       "propagate(Tensor rowptr, Tensor col, Tensor colptr, Tensor row, Tensor csc2csr, "
-      "Tensor? weight, Tensor x, str reduce, Tensor? bias=None, int max_in_degree=-1, "
-      "int max_out_degree=-1) -> Tensor");
+      "Tensor? weight, Tensor x, str reduce, Tensor? bias=None, SymInt max_in_degree=-1, "
+      "SymInt max_out_degree=-1) -> Tensor");
   m.def(
       "propagate_backward_x(Tensor colptr, Tensor row, Tensor csc2csr, Tensor rowptr, "
-      "Tensor? weight, Tensor grad_out, str reduce, int max_out_degree=-1) -> Tensor");
+      "Tensor? weight, Tensor grad_out, str reduce, SymInt max_out_degree=-1) -> Tensor");
   m.def(
       "propagate_backward_weight(Tensor rowptr, Tensor col, Tensor grad_out, Tensor x, "
-      "str reduce, int max_in_degree=-1) -> Tensor");
+      "str reduce, SymInt max_in_degree=-1) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(iognn, CPU, m) { propagate::register_propagate<CpuPropagate>(m); }

@@ -1,5 +1,6 @@
-// Argument checks of the propagate ops, shared by their CPU and CUDA implementations so that both
-// reject the same inputs with the same messages. The graph tensors' contents (monotone offsets,
+// Argument checks and output shapes of the propagate ops, shared by their CPU, CUDA and Meta
+// implementations so that the first two reject the same inputs with the same messages and all
+// three size the outputs alike. The graph tensors' contents (monotone offsets,
 // indices in range) are trusted: iognn.Graph validated them when it built them.
 #pragma once
 
@@ -84,6 +85,12 @@ inline void check_backward_weight_args(const char* op, const at::Tensor& rowptr,
   check_dtype(grad_out, x.scalar_type(), op, "grad_out");
   check_size(grad_out, 0, rowptr.numel() - 1, op, "grad_out", "rows (destination nodes)");
   check_size(grad_out, 1, x.size(1), op, "grad_out", "features");
+}
+
+// propagate_backward_weight's grad_w [E] in the accumulation dtype of x (a shape function,
+// utils.h).
+inline at::Tensor empty_edge_grad(const at::Tensor& col, const at::Tensor& x) {
+  return at::empty_symint({col.sym_numel()}, x.options().dtype(acc_dtype(x.scalar_type())));
 }
 
 }  // namespace iognn::torch_ext

@@ -60,13 +60,13 @@ struct CpuSegmentReduce {
 TORCH_LIBRARY_FRAGMENT(iognn, m) {
   m.def(
       "segment_reduce(Tensor rowptr, Tensor col, Tensor colptr, Tensor row, Tensor csc2csr, "
-      "Tensor x, str[] reduces, Tensor? scale=None, int max_in_degree=-1, "
-      "int max_out_degree=-1) -> (Tensor out, Tensor ties, Tensor wide, Tensor mean, "
+      "Tensor x, str[] reduces, Tensor? scale=None, SymInt max_in_degree=-1, "
+      "SymInt max_out_degree=-1) -> (Tensor out, Tensor ties, Tensor wide, Tensor mean, "
       "Tensor plain)");
   m.def(
       "segment_reduce_backward(Tensor colptr, Tensor row, Tensor csc2csr, Tensor rowptr, "
       "Tensor x, Tensor out, Tensor ties, Tensor wide, Tensor mean, Tensor grad_out, "
-      "str[] reduces, Tensor? scale=None, int max_out_degree=-1) -> Tensor");
+      "str[] reduces, Tensor? scale=None, SymInt max_out_degree=-1) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(iognn, CPU, m) { segment_reduce::register_segment_reduce<CpuSegmentReduce>(m); }

@@ -1,8 +1,9 @@
-// The segment-reduce ops, written once for both backends: argument checks and outputs
+// The segment-reduce ops, written once for every backend: argument checks and outputs
 // (segment_reduce_checks.h), the dtype / index dispatch, the fold of PNA's scalers and the call of
 // the backend's kernels. binding/segment_reduce.cpp defines the schemas and registers these
-// bodies with the host kernels; binding/cuda/segment_reduce.cpp with the device kernels. A
-// Backend provides
+// bodies with the host kernels; binding/cuda/segment_reduce.cpp with the device kernels;
+// binding/meta.cpp as the Meta kernels (MetaBackend: the outputs only). A Backend other than
+// MetaBackend provides
 //
 //   using Scope = HostScope or DeviceScope (binding/utils.h, binding/cuda/device_scope.h)
 //   template <typename T, typename I> static void forward(const Scope&, const ForwardArgs<T, I>&);
@@ -61,28 +62,34 @@ struct SegmentReduceOps {
                                       const at::Tensor& csc2csr, const at::Tensor& x_in,
                                       std::vector<std::string> reduce_names,
                                       const std::optional<at::Tensor>& scale_in,
-                                      int64_t max_in_degree, int64_t) {
+                                      c10::SymInt max_in_degree, c10::SymInt) {
     constexpr const char* op = "iognn::segment_reduce";
-    const SegmentReduceCall call = check_segment_reduce(op, rowptr, col, colptr, row, csc2csr,
-                                                        x_in, reduce_names, scale_in);
-    const typename Backend::Scope scope(x_in);
-    const at::Tensor x = last_dim_contiguous(x_in);
-    const at::Tensor scale = contiguous_scale(call, scale_in);
-    auto [out, ties, wide, mean, plain] = empty_segment_reduce_outputs(call, x);
-    if (out.numel() == 0) return {out, ties, wide, mean, plain};
-    dispatch_float(x.scalar_type(), op, [&](auto ft) {
-      using T = typename decltype(ft)::type;
-      dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
-        using I = typename decltype(it)::type;
-        Backend::forward(scope, ForwardArgs<T, I>{
-                                    cptr<I>(rowptr), cptr<I>(col), cptr<T>(x), x.stride(0),
-                                    call.num_dst, col.numel(), max_in_degree, call.F,
-                                    call.reduces, ptr<T>(out), tie_arrays(call, ties, wide),
-                                    call.want_mean ? ptr<acc_t<T>>(mean) : nullptr,
-                                    degree_scales<T>(scale, plain)});
+    if constexpr (is_meta_v<Backend>) {
+      return empty_segment_reduce_outputs(plan_segment_reduce(reduce_names, x_in.scalar_type(), op),
+                                          rowptr, col, x_in, scale_in);
+    } else {
+      const SegmentReduceCall call = check_segment_reduce(op, rowptr, col, colptr, row, csc2csr,
+                                                          x_in, reduce_names, scale_in);
+      const typename Backend::Scope scope(x_in);
+      const at::Tensor x = last_dim_contiguous(x_in);
+      const at::Tensor scale = contiguous_scale(call, scale_in);
+      auto [out, ties, wide, mean, plain] =
+          empty_segment_reduce_outputs(call, rowptr, col, x, scale_in);
+      if (out.numel() == 0) return {out, ties, wide, mean, plain};
+      dispatch_float(x.scalar_type(), op, [&](auto ft) {
+        using T = typename decltype(ft)::type;
+        dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
+          using I = typename decltype(it)::type;
+          Backend::forward(scope, ForwardArgs<T, I>{
+                                      cptr<I>(rowptr), cptr<I>(col), cptr<T>(x), x.stride(0),
+                                      call.num_dst, col.numel(), max_in_degree.expect_int(), call.F,
+                                      call.reduces, ptr<T>(out), tie_arrays(call, ties, wide),
+                                      call.want_mean ? ptr<acc_t<T>>(mean) : nullptr,
+                                      degree_scales<T>(scale, plain)});
+        });
       });
-    });
-    return {out, ties, wide, mean, plain};
+      return {out, ties, wide, mean, plain};
+    }
   }
 
   static at::Tensor backward(const at::Tensor& colptr, const at::Tensor& row,
@@ -91,36 +98,41 @@ struct SegmentReduceOps {
                              const at::Tensor& ties_in, const at::Tensor& wide_in,
                              const at::Tensor& mean_in, const at::Tensor& grad_out_in,
                              std::vector<std::string> reduce_names,
-                             const std::optional<at::Tensor>& scale, int64_t max_out_degree) {
+                             const std::optional<at::Tensor>& scale,
+                             c10::SymInt max_out_degree) {
     constexpr const char* op = "iognn::segment_reduce_backward";
-    const SegmentReduceCall call =
-        check_segment_reduce_backward(op, colptr, row, csc2csr, rowptr, x_in, out_in, ties_in,
-                                      wide_in, mean_in, grad_out_in, reduce_names, scale);
-    const typename Backend::Scope scope(x_in);
-    SegmentReduceBackwardOperands t = segment_reduce_backward_operands(
-        call, x_in, out_in, ties_in, wide_in, mean_in, grad_out_in, scale);
-    if (t.grad_x.numel() == 0) return t.grad_x;
-    dispatch_float(t.x.scalar_type(), op, [&](auto ft) {
-      using T = typename decltype(ft)::type;
-      if (t.scale.defined()) {  // the gradient of the plain results
-        at::Tensor folded = at::empty({call.num_dst, call.K * call.F}, t.x.options());
-        Backend::fold_scales(scope, cptr<T>(t.grad_out), cptr<T>(t.scale), call.num_dst, call.S,
-                             call.K * call.F, ptr<T>(folded));
-        t.grad_out = folded;
-      }
-      const auto [mean, mean_stride] = t.mean_rows<T>(call);
-      dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
-        using I = typename decltype(it)::type;
-        Backend::backward(scope, BackwardArgs<T, I>{
-                                     cptr<I>(colptr), cptr<I>(row), cptr<I>(csc2csr),
-                                     cptr<I>(rowptr), cptr<T>(t.x), t.x.stride(0),
-                                     cptr<T>(t.out), tie_view(call, t.ties, t.wide), mean,
-                                     mean_stride, cptr<T>(t.grad_out), call.num_src,
-                                     call.num_dst, row.numel(), max_out_degree, call.F,
-                                     call.reduces, ptr<T>(t.grad_x)});
+    if constexpr (is_meta_v<Backend>) {
+      return empty_csr_rows(colptr, x_in);
+    } else {
+      const SegmentReduceCall call =
+          check_segment_reduce_backward(op, colptr, row, csc2csr, rowptr, x_in, out_in, ties_in,
+                                        wide_in, mean_in, grad_out_in, reduce_names, scale);
+      const typename Backend::Scope scope(x_in);
+      SegmentReduceBackwardOperands t = segment_reduce_backward_operands(
+          call, colptr, x_in, out_in, ties_in, wide_in, mean_in, grad_out_in, scale);
+      if (t.grad_x.numel() == 0) return t.grad_x;
+      dispatch_float(t.x.scalar_type(), op, [&](auto ft) {
+        using T = typename decltype(ft)::type;
+        if (t.scale.defined()) {  // the gradient of the plain results
+          at::Tensor folded = at::empty({call.num_dst, call.K * call.F}, t.x.options());
+          Backend::fold_scales(scope, cptr<T>(t.grad_out), cptr<T>(t.scale), call.num_dst,
+                               call.S, call.K * call.F, ptr<T>(folded));
+          t.grad_out = folded;
+        }
+        const auto [mean, mean_stride] = t.mean_rows<T>(call);
+        dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
+          using I = typename decltype(it)::type;
+          Backend::backward(scope, BackwardArgs<T, I>{
+                                       cptr<I>(colptr), cptr<I>(row), cptr<I>(csc2csr),
+                                       cptr<I>(rowptr), cptr<T>(t.x), t.x.stride(0),
+                                       cptr<T>(t.out), tie_view(call, t.ties, t.wide), mean,
+                                       mean_stride, cptr<T>(t.grad_out), call.num_src,
+                                       call.num_dst, row.numel(), max_out_degree.expect_int(),
+                                       call.F, call.reduces, ptr<T>(t.grad_x)});
+        });
       });
-    });
-    return t.grad_x;
+      return t.grad_x;
+    }
   }
 };
 

@@ -19,6 +19,23 @@ struct HostScope {
   explicit HostScope(const at::Tensor&) {}
 };
 
+// The backend of every family's Meta kernels (binding/meta.cpp), which
+// torch.compile and FakeTensorMode run on tensors without data, their sizes possibly symbolic:
+// the op bodies (<family>_ops.h) return the outputs, allocated by the same shape functions as the
+// real outputs, and skip the checks (the real call makes them) and the kernels.
+struct MetaBackend {};
+template <class Backend>
+inline constexpr bool is_meta_v = std::is_same_v<Backend, MetaBackend>;
+
+// Shape functions read sizes through sym_size / sym_numel and allocate with *_symint: the same
+// code sizes the real outputs (concrete sizes) and the Meta kernels' (symbolic ones under
+// torch.compile).
+
+// [offsets.numel() - 1, F] like `features` [*, F]: one row per row of a CSR (or its transpose).
+inline at::Tensor empty_csr_rows(const at::Tensor& offsets, const at::Tensor& features) {
+  return at::empty_symint({offsets.sym_numel() - 1, features.sym_size(1)}, features.options());
+}
+
 template <typename T>
 struct type_tag {
   using type = T;

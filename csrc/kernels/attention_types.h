@@ -76,12 +76,19 @@ struct EdgeRows {
   IOGNN_HD const T* at(int64_t e) const { return data + e * row_stride; }
 };
 
-// Inputs of each variant, and its gradient outputs (contiguous; the pointers of absent inputs -
-// a_dst, edge_attr, w_edge - are null).
+// Inputs of each variant (naming its Grads), and its gradient outputs (contiguous; the pointers of
+// absent inputs - a_dst, edge_attr, w_edge - are null).
+template <typename T>
+struct GatGrads;
+template <typename T>
+struct GatV2Grads;
+template <typename T>
+struct TransformerGrads;
 
 // GAT: s = leaky_relu(a_src[j,h] + a_dst[i,h] + edge_attr[e] . w_edge[:,h]), value x[j,h,:]
 template <typename T>
 struct GatInputs {
+  using Grads = GatGrads<T>;
   NodeRows<T> x;          // [num_src, H, C]
   NodeRows<T> a_src;      // [num_src, H]
   NodeRows<T> a_dst;      // [num_dst, H]; data null: no destination term (PyG's x_dst = None)
@@ -101,6 +108,7 @@ struct GatGrads {
 // GATv2: s = att[h] . leaky_relu(x_dst[i,h] + x_src[j,h] + W_e edge_attr[e]), value x_src[j,h]
 template <typename T>
 struct GatV2Inputs {
+  using Grads = GatV2Grads<T>;
   NodeRows<T> x_src;      // [num_src, H, C]
   NodeRows<T> x_dst;      // [num_dst, H, C]
   const T* att;           // [H, C] contiguous
@@ -120,6 +128,7 @@ struct GatV2Grads {
 // Transformer: s = scale * q[i,h] . (k[j,h] + ep), value v[j,h] + ep, ep = W_e edge_attr[e]
 template <typename T>
 struct TransformerInputs {
+  using Grads = TransformerGrads<T>;
   NodeRows<T> query;      // [num_dst, H, C]
   NodeRows<T> key;        // [num_src, H, C]
   NodeRows<T> value;      // [num_src, H, C]

@@ -47,8 +47,12 @@ namespace iognn {
 constexpr uint16_t kTieTagged = 0x8000;
 constexpr int64_t kTieSaturated = 0x7FFF;  // a tagged count field that says "see the wide table"
 
-// Wide-table rows of a graph with num_edges edges (per extremum).
-IOGNN_HD int64_t tie_wide_rows(int64_t num_edges) { return num_edges / kTieSaturated; }
+// Wide-table rows of a graph with num_edges edges (per extremum). Size is int64_t, or c10::SymInt
+// where the binding sizes the wide table from symbolic sizes (torch.compile).
+template <typename Size>
+IOGNN_HD Size tie_wide_rows(const Size& num_edges) {
+  return num_edges / kTieSaturated;
+}
 // The wide-table row of a destination whose in-edges start at CSR position row_begin.
 IOGNN_HD int64_t tie_wide_row(int64_t row_begin) { return row_begin / kTieSaturated; }
 

@@ -17,11 +17,15 @@
 #include <tuple>
 #include <type_traits>
 
+#include "binding/attention_checks.h"
 #include "binding/autograd/dispatch.h"
 
 namespace iognn::torch_ext {
 namespace {
 
+using attention::Gat;
+using attention::GatV2;
+using attention::Transformer;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 using Optional = std::optional<at::Tensor>;
@@ -29,24 +33,6 @@ using Tensor = at::Tensor;
 
 constexpr int kGraphTensors = 6;  // rowptr, col, eid, colptr, row, csc2csr
 constexpr int kInputs = 5;        // three node tensors, edge_attr, w_edge
-
-// A family member: its op names and the type of its third node tensor (GAT's alpha_dst is
-// optional, the others are not).
-struct Gat {
-  static constexpr const char* kName = "gat_attention";
-  static constexpr const char* kBackward = "gat_attention_backward";
-  using Third = Optional;
-};
-struct GatV2 {
-  static constexpr const char* kName = "gatv2_attention";
-  static constexpr const char* kBackward = "gatv2_attention_backward";
-  using Third = Tensor;
-};
-struct Transformer {
-  static constexpr const char* kName = "transformer_attention";
-  static constexpr const char* kBackward = "transformer_attention_backward";
-  using Third = Tensor;
-};
 
 template <class V>
 class AttentionFunction : public torch::autograd::Function<AttentionFunction<V>> {
@@ -64,11 +50,11 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction<V>>
                                const Tensor& eid, const Tensor& colptr, const Tensor& row,
                                const Tensor& csc2csr, const Tensor& a, const Tensor& b,
                                const Third& c, const Optional& edge_attr, const Optional& w_edge,
-                               double scalar, double dropout, int64_t seed, bool return_alpha) {
+                               double scalar, double dropout, c10::SymInt seed, bool return_alpha) {
     static const auto op = typed_op<ForwardOut(
         const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
         const Tensor&, const Tensor&, const Third&, const Optional&, const Optional&, double,
-        double, int64_t, bool)>(V::kName);
+        double, c10::SymInt, bool)>(V::kOp);
     ForwardOut outputs;
     {
       at::AutoDispatchBelowADInplaceOrView guard;
@@ -93,7 +79,8 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction<V>>
     static const auto op = typed_op<BackwardOut(
         const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
         const Tensor&, const Tensor&, const Third&, const Optional&, const Optional&,
-        const Tensor&, const Tensor&, const Optional&, double, double, int64_t)>(V::kBackward);
+        const Tensor&, const Tensor&, const Optional&, double, double, c10::SymInt)>(
+        V::kBackwardOp);
     const auto s = ctx->get_saved_variables();
     const std::array<Tensor, kInputs> inputs = {s[6], s[7], s[8], s[9], s[10]};
     const Tensor& lse = s[11];
@@ -108,7 +95,7 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction<V>>
         op.call(s[0], s[1], s[2], s[3], s[4], s[5], inputs[0], inputs[1], third_of(inputs[2]),
                 optional_of(inputs[3]), optional_of(inputs[4]), lse, grad_out, grad_alpha,
                 ctx->saved_data["scalar"].toDouble(), ctx->saved_data["dropout"].toDouble(),
-                ctx->saved_data["seed"].toInt());
+                ctx->saved_data["seed"].toSymInt());
     const std::array<Tensor, kInputs> computed = {std::get<0>(g), std::get<1>(g), std::get<2>(g),
                                                   std::get<3>(g), std::get<4>(g)};
     // Autograd edges: the graph tensors, then the inputs that are present, in argument order.
@@ -127,7 +114,7 @@ std::tuple<Tensor, Tensor, Tensor> attention_autograd(
     const Tensor& rowptr, const Tensor& col, const Tensor& eid, const Tensor& colptr,
     const Tensor& row, const Tensor& csc2csr, const Tensor& a, const Tensor& b,
     const typename V::Third& c, const Optional& edge_attr, const Optional& w_edge, double scalar,
-    double dropout, int64_t seed, bool return_alpha) {
+    double dropout, c10::SymInt seed, bool return_alpha) {
   const variable_list out =
       AttentionFunction<V>::apply(rowptr, col, eid, colptr, row, csc2csr, a, b, c, edge_attr,
                                   w_edge, scalar, dropout, seed, return_alpha);
@@ -136,8 +123,8 @@ std::tuple<Tensor, Tensor, Tensor> attention_autograd(
 
 template <class V>
 void register_variant(torch::Library& m) {
-  m.impl(V::kName, &attention_autograd<V>);
-  m.impl(V::kBackward, torch::autograd::autogradNotImplementedFallback());
+  m.impl(V::kOp, &attention_autograd<V>);
+  m.impl(V::kBackwardOp, torch::autograd::autogradNotImplementedFallback());
 }
 
 }  // namespace

@@ -8,16 +8,13 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <optional>
-#include <string>
 
 namespace iognn::torch_ext {
 
-// The typed handle of iognn::<name> (overload ""), looked up once per call site.
+// The typed handle of the op `name` ("iognn::<op>", overload ""), looked up once per call site.
 template <typename Signature>
 c10::TypedOperatorHandle<Signature> typed_op(const char* name) {
-  return c10::Dispatcher::singleton()
-      .findSchemaOrThrow((std::string("iognn::") + name).c_str(), "")
-      .typed<Signature>();
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
 }
 
 // An optional argument as a tensor to save (undefined when absent), and back.

@@ -31,12 +31,12 @@ using Outputs = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>;
 
 Outputs call_segment_reduce(const Tensor& rowptr, const Tensor& col, const Tensor& colptr,
                             const Tensor& row, const Tensor& csc2csr, const Tensor& x,
-                            const Names& reduces, const Optional& scale, int64_t max_in_degree,
-                            int64_t max_out_degree) {
+                            const Names& reduces, const Optional& scale, c10::SymInt max_in_degree,
+                            c10::SymInt max_out_degree) {
   static const auto op =
       typed_op<Outputs(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                       const Tensor&, Names, const Optional&, int64_t, int64_t)>(
-          "segment_reduce");
+                       const Tensor&, Names, const Optional&, c10::SymInt, c10::SymInt)>(
+          "iognn::segment_reduce");
   return op.call(rowptr, col, colptr, row, csc2csr, x, reduces, scale, max_in_degree,
                  max_out_degree);
 }
@@ -45,11 +45,11 @@ Tensor call_backward(const Tensor& colptr, const Tensor& row, const Tensor& csc2
                      const Tensor& rowptr, const Tensor& x, const Tensor& results,
                      const Tensor& ties, const Tensor& wide, const Tensor& mean,
                      const Tensor& grad_out, const Names& reduces, const Optional& scale,
-                     int64_t max_out_degree) {
+                     c10::SymInt max_out_degree) {
   static const auto op = typed_op<Tensor(
       const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
       const Tensor&, const Tensor&, const Tensor&, const Tensor&, Names, const Optional&,
-      int64_t)>("segment_reduce_backward");
+      c10::SymInt)>("iognn::segment_reduce_backward");
   return op.call(colptr, row, csc2csr, rowptr, x, results, ties, wide, mean, grad_out, reduces,
                  scale, max_out_degree);
 }
@@ -59,7 +59,7 @@ class SegmentReduceFunction : public torch::autograd::Function<SegmentReduceFunc
   static variable_list forward(AutogradContext* ctx, const Tensor& rowptr, const Tensor& col,
                                const Tensor& colptr, const Tensor& row, const Tensor& csc2csr,
                                const Tensor& x, const Names& reduces, const Optional& scale,
-                               int64_t max_in_degree, int64_t max_out_degree) {
+                               c10::SymInt max_in_degree, c10::SymInt max_out_degree) {
     Outputs outputs;
     {
       at::AutoDispatchBelowADInplaceOrView guard;
@@ -91,7 +91,7 @@ class SegmentReduceFunction : public torch::autograd::Function<SegmentReduceFunc
     if (ctx->needs_input_grad(5))
       result[5] = call_backward(colptr, row, csc2csr, rowptr, x, results, ties, wide, mean,
                                 grad_out, reduces, optional_of(scale),
-                                ctx->saved_data["max_out_degree"].toInt());
+                                ctx->saved_data["max_out_degree"].toSymInt());
     if (scale.defined() && ctx->needs_input_grad(6)) {
       // Symbolic sizes under torch.compile.
       const c10::SymInt num_dst = scale.sym_size(0), num_scales = scale.sym_size(1),
@@ -106,8 +106,8 @@ class SegmentReduceFunction : public torch::autograd::Function<SegmentReduceFunc
 
 Outputs segment_reduce_autograd(const Tensor& rowptr, const Tensor& col, const Tensor& colptr,
                                 const Tensor& row, const Tensor& csc2csr, const Tensor& x,
-                                Names reduces, const Optional& scale, int64_t max_in_degree,
-                                int64_t max_out_degree) {
+                                Names reduces, const Optional& scale, c10::SymInt max_in_degree,
+                                c10::SymInt max_out_degree) {
   const variable_list out = SegmentReduceFunction::apply(rowptr, col, colptr, row, csc2csr, x,
                                                          reduces, scale, max_in_degree,
                                                          max_out_degree);

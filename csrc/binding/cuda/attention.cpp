@@ -5,6 +5,9 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <tuple>
+#include <type_traits>
+
 #include "binding/attention_ops.h"
 #include "binding/cuda/device_scope.h"
 #include "kernels/cuda/attention.h"
@@ -14,10 +17,28 @@ namespace {
 
 using namespace attention;
 
-// The device kernels, one overload per variant: each asks its workspace size, takes that much
-// scratch on the inputs' device (stream-ordered, back to the cache afterwards) and runs.
+// The device kernels: each asks its workspace size, takes that much scratch on the inputs' device
+// (stream-ordered, back to the cache afterwards) and runs.
 struct CudaAttention {
   using Scope = DeviceScope;
+
+  // The kernels of the variant whose inputs are Inputs: (forward workspace bytes, forward,
+  // backward workspace bytes, backward).
+  template <typename T, typename I, class Inputs>
+  static constexpr auto kernels() {
+    if constexpr (std::is_same_v<Inputs, GatInputs<T>>)
+      return std::make_tuple(&cuda::gat_forward_workspace_bytes<T, I>, &cuda::gat_forward<T, I>,
+                             &cuda::gat_backward_workspace_bytes<T, I>, &cuda::gat_backward<T, I>);
+    else if constexpr (std::is_same_v<Inputs, GatV2Inputs<T>>)
+      return std::make_tuple(&cuda::gatv2_forward_workspace_bytes<T, I>, &cuda::gatv2_forward<T, I>,
+                             &cuda::gatv2_backward_workspace_bytes<T, I>,
+                             &cuda::gatv2_backward<T, I>);
+    else
+      return std::make_tuple(&cuda::transformer_forward_workspace_bytes<T, I>,
+                             &cuda::transformer_forward<T, I>,
+                             &cuda::transformer_backward_workspace_bytes<T, I>,
+                             &cuda::transformer_backward<T, I>);
+  }
 
   // run(workspace, n, stream) with a workspace of n = bytes() bytes (core errors of either
   // translated into Python's).
@@ -30,67 +51,25 @@ struct CudaAttention {
     });
   }
 
-  template <typename T, typename I>
+  template <typename T, typename I, class Inputs>
   static void forward(const Scope& s, const AttentionGraph<I>& g, const AttentionConfig& cfg,
-                      int64_t edge_dim, const GatInputs<T>& in, const AttentionOutputs<T>& out) {
+                      int64_t edge_dim, const Inputs& in, const AttentionOutputs<T>& out) {
+    constexpr auto k = kernels<T, I, Inputs>();
     with_workspace(
-        s, [&] { return cuda::gat_forward_workspace_bytes<T, I>(g, cfg, edge_dim); },
-        [&](void* ws, size_t n, cudaStream_t st) {
-          cuda::gat_forward<T, I>(g, cfg, in, out, ws, n, st);
-        });
-  }
-  template <typename T, typename I>
-  static void forward(const Scope& s, const AttentionGraph<I>& g, const AttentionConfig& cfg,
-                      int64_t edge_dim, const GatV2Inputs<T>& in,
-                      const AttentionOutputs<T>& out) {
-    with_workspace(
-        s, [&] { return cuda::gatv2_forward_workspace_bytes<T, I>(g, cfg, edge_dim); },
-        [&](void* ws, size_t n, cudaStream_t st) {
-          cuda::gatv2_forward<T, I>(g, cfg, in, out, ws, n, st);
-        });
-  }
-  template <typename T, typename I>
-  static void forward(const Scope& s, const AttentionGraph<I>& g, const AttentionConfig& cfg,
-                      int64_t edge_dim, const TransformerInputs<T>& in,
-                      const AttentionOutputs<T>& out) {
-    with_workspace(
-        s, [&] { return cuda::transformer_forward_workspace_bytes<T, I>(g, cfg, edge_dim); },
-        [&](void* ws, size_t n, cudaStream_t st) {
-          cuda::transformer_forward<T, I>(g, cfg, in, out, ws, n, st);
-        });
+        s, [&] { return std::get<0>(k)(g, cfg, edge_dim); },
+        [&](void* ws, size_t n, cudaStream_t st) { std::get<1>(k)(g, cfg, in, out, ws, n, st); });
   }
 
-  template <typename T, typename I>
+  template <typename T, typename I, class Inputs>
   static void backward(const Scope& s, const AttentionGraph<I>& g, const AttentionConfig& cfg,
-                       int64_t edge_dim, const GatInputs<T>& in, const acc_t<T>* lse,
-                       const T* grad_out, const T* grad_alpha, const GatGrads<T>& grads) {
+                       int64_t edge_dim, const Inputs& in, const acc_t<T>* lse,
+                       const T* grad_out, const T* grad_alpha,
+                       const typename Inputs::Grads& grads) {
+    constexpr auto k = kernels<T, I, Inputs>();
     with_workspace(
-        s, [&] { return cuda::gat_backward_workspace_bytes<T, I>(g, cfg, edge_dim); },
+        s, [&] { return std::get<2>(k)(g, cfg, edge_dim); },
         [&](void* ws, size_t n, cudaStream_t st) {
-          cuda::gat_backward<T, I>(g, cfg, in, lse, grad_out, grad_alpha, grads, ws,
-                                   n, st);
-        });
-  }
-  template <typename T, typename I>
-  static void backward(const Scope& s, const AttentionGraph<I>& g, const AttentionConfig& cfg,
-                       int64_t edge_dim, const GatV2Inputs<T>& in, const acc_t<T>* lse,
-                       const T* grad_out, const T* grad_alpha, const GatV2Grads<T>& grads) {
-    with_workspace(
-        s, [&] { return cuda::gatv2_backward_workspace_bytes<T, I>(g, cfg, edge_dim); },
-        [&](void* ws, size_t n, cudaStream_t st) {
-          cuda::gatv2_backward<T, I>(g, cfg, in, lse, grad_out, grad_alpha, grads,
-                                     ws, n, st);
-        });
-  }
-  template <typename T, typename I>
-  static void backward(const Scope& s, const AttentionGraph<I>& g, const AttentionConfig& cfg,
-                       int64_t edge_dim, const TransformerInputs<T>& in, const acc_t<T>* lse,
-                       const T* grad_out, const T* grad_alpha, const TransformerGrads<T>& grads) {
-    with_workspace(
-        s, [&] { return cuda::transformer_backward_workspace_bytes<T, I>(g, cfg, edge_dim); },
-        [&](void* ws, size_t n, cudaStream_t st) {
-          cuda::transformer_backward<T, I>(g, cfg, in, lse, grad_out, grad_alpha,
-                                           grads, ws, n, st);
+          std::get<3>(k)(g, cfg, in, lse, grad_out, grad_alpha, grads, ws, n, st);
         });
   }
 };

@@ -26,7 +26,7 @@ from typing import Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
-from ._checks import acc_dtype, check_edge_values, check_features, check_graph
+from ._checks import check_edge_values, check_features, check_graph
 
 Result = Union[Tensor, Tuple[Tensor, Tensor]]
 
@@ -201,53 +201,3 @@ def _dropout_seed(dropout: float, seed: Optional[int]) -> Tuple[float, int]:
                                "eagerly), or pass a seed to replay one fixed mask")
         seed = int(torch.randint(0, 2**62, ()))
     return dropout, int(seed)
-
-
-# ---- registration: fake kernels (the autograd formula is C++: csrc/binding/autograd) -----------
-def _forward_fake(rowptr, col, nodes: Tensor, return_alpha: bool):
-    """(out, lse, alpha) of a forward whose features `nodes` are [N, H, C]."""
-    num_dst, (heads, channels) = rowptr.size(0) - 1, nodes.shape[1:]
-    return (nodes.new_empty(num_dst, heads, channels),
-            nodes.new_empty(num_dst, heads, dtype=acc_dtype(nodes.dtype)),
-            nodes.new_empty(col.size(0) if return_alpha else 0, heads))
-
-
-def _grads_fake(ref: Tensor, *inputs: Optional[Tensor]):
-    """Gradients shaped like `inputs` (contiguous); an empty tensor for an absent input."""
-    return tuple(ref.new_empty(t.shape) if t is not None else ref.new_empty(0) for t in inputs)
-
-
-@torch.library.register_fake("iognn::gat_attention")
-def _gat_fake(rowptr, col, eid, colptr, row, csc2csr, x, alpha_src, alpha_dst, edge_attr, w_edge,
-              negative_slope, dropout, seed, return_alpha):
-    return _forward_fake(rowptr, col, x, return_alpha)
-
-
-@torch.library.register_fake("iognn::gat_attention_backward")
-def _gat_backward_fake(rowptr, col, eid, colptr, row, csc2csr, x, alpha_src, alpha_dst, edge_attr,
-                       w_edge, lse, grad_out, grad_alpha, negative_slope, dropout, seed):
-    return _grads_fake(x, x, alpha_src, alpha_dst, edge_attr, w_edge)
-
-
-@torch.library.register_fake("iognn::gatv2_attention")
-def _gatv2_fake(rowptr, col, eid, colptr, row, csc2csr, x_src, x_dst, att, edge_attr, w_edge,
-                negative_slope, dropout, seed, return_alpha):
-    return _forward_fake(rowptr, col, x_src, return_alpha)
-
-
-@torch.library.register_fake("iognn::gatv2_attention_backward")
-def _gatv2_backward_fake(rowptr, col, eid, colptr, row, csc2csr, x_src, x_dst, att, edge_attr,
-                         w_edge, lse, grad_out, grad_alpha, negative_slope, dropout, seed):
-    return _grads_fake(x_src, x_src, x_dst, att, edge_attr, w_edge)
-
-
-@torch.library.register_fake("iognn::transformer_attention")
-def _transformer_fake(rowptr, col, eid, colptr, row, csc2csr, query, key, value, edge_attr, w_edge,
-                      scale, dropout, seed, return_alpha):
-    return _forward_fake(rowptr, col, query, return_alpha)
-
-
-@torch.library.register_fake("iognn::transformer_attention_backward")
-def _transformer_backward_fake(rowptr, col, eid, colptr, row, csc2csr, query, key, value,
-                               edge_attr, w_edge, lse, grad_out, grad_alpha, scale, dropout, seed):
-    return _grads_fake(query, query, key, value, edge_attr, w_edge)

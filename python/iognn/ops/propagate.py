@@ -72,21 +72,3 @@ def gcn_norm(graph, edge_weight: Optional[Tensor] = None, dtype: torch.dtype = t
     dinv = deg.pow(-0.5).masked_fill(deg == 0, 0.0)
     ei = graph.edge_index
     return dinv[ei[0]] * w * dinv[ei[1]]
-
-
-# ---- registration: fake kernels (the autograd formula is C++: csrc/binding/autograd) -----------
-@torch.library.register_fake("iognn::propagate")
-def _propagate_fake(rowptr, col, colptr, row, csc2csr, weight, x, reduce, bias=None,
-                    max_in_degree=-1, max_out_degree=-1):
-    return x.new_empty(rowptr.size(0) - 1, x.size(1))
-
-
-@torch.library.register_fake("iognn::propagate_backward_x")
-def _propagate_backward_x_fake(colptr, row, csc2csr, rowptr, weight, grad_out, reduce,
-                               max_out_degree=-1):
-    return grad_out.new_empty(colptr.size(0) - 1, grad_out.size(1))
-
-
-@torch.library.register_fake("iognn::propagate_backward_weight")
-def _propagate_backward_weight_fake(rowptr, col, grad_out, x, reduce, max_in_degree=-1):
-    return x.new_empty(col.size(0), dtype=acc_dtype(x.dtype))

@@ -35,7 +35,7 @@ from typing import List, Optional, Union
 import torch
 from torch import Tensor
 
-from ._checks import acc_dtype, check_features, check_graph
+from ._checks import check_features, check_graph
 
 REDUCES = ("sum", "mean", "min", "max", "var", "std")
 
@@ -87,36 +87,3 @@ def segment_reduce(graph, x: Tensor, reduce: Union[str, Sequence[str]],
     return torch.ops.iognn.segment_reduce(graph.rowptr, graph.col, graph.colptr, graph.row,
                                           graph.csc2csr, x, names, scale,
                                           *graph.max_degree_hints)[0]
-
-
-# ---- registration: fake kernels (the autograd formula is C++: csrc/binding/autograd) -----------
-# A tied count at or above this value is kept in the wide table (kernels/segment_extremum.h).
-TIE_SATURATED = 0x7FFF
-
-
-@torch.library.register_fake("iognn::segment_reduce")
-def _segment_reduce_fake(rowptr, col, colptr, row, csc2csr, x, reduces, scale=None,
-                         max_in_degree=-1, max_out_degree=-1):
-    num_dst, F = rowptr.size(0) - 1, x.size(1)
-    KF = len(reduces) * F
-    extrema = ("min" in reduces) + ("max" in reduces)
-
-    def aux(present, shape, dtype):
-        return x.new_empty(shape if present else (0,), dtype=dtype)
-
-    out = x.new_empty(num_dst, (1 if scale is None else scale.size(1)) * KF)
-    ties = aux(extrema > 0, (2, num_dst, extrema, F), torch.uint8)
-    wide = aux(extrema > 0, (extrema, col.size(0) // TIE_SATURATED, F), torch.int64)
-    # var / std need the mean; the results hold it when it is requested in x's own accumulation
-    # dtype (fp32, fp64).
-    mean_in_out = "mean" in reduces and acc_dtype(x.dtype) == x.dtype
-    mean = aux(("var" in reduces or "std" in reduces) and not mean_in_out, (num_dst, F),
-               acc_dtype(x.dtype))
-    plain = aux(scale is not None, (num_dst, KF), x.dtype)
-    return out, ties, wide, mean, plain
-
-
-@torch.library.register_fake("iognn::segment_reduce_backward")
-def _segment_reduce_backward_fake(colptr, row, csc2csr, rowptr, x, out, ties, wide, mean,
-                                  grad_out, reduces, scale=None, max_out_degree=-1):
-    return x.new_empty(colptr.size(0) - 1, x.size(1))
