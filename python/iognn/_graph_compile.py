@@ -26,6 +26,14 @@ _INT32_LIMIT = 2**31 - 1  # the kernel stores int32 indices when every count is 
 
 
 def _build_graph_fake(edge_index, num_src, num_dst, self_loops=0, force_int64=False):
+    """The outputs of ``iognn::build_graph`` for fake tensors (see the module docstring).
+
+    Unlike the other ops (whose Meta kernels are C++, csrc/binding/meta.cpp), graph construction
+    keeps a Python fake: without self-loops kept, ``E'`` is known only from the data, and a fresh
+    data-dependent size comes from the fake context (``get_ctx().new_dynamic_size()``), which only
+    Python kernels have. The index dtype mirrors the C++ rule (``graph_index_dtype`` in
+    csrc/binding/graph_build.h) on the bound ``E + L``, the capacity the device build allocates.
+    """
     num_input = edge_index.size(1)
     if self_loops == 0:
         num_edges, upper = num_input, num_input

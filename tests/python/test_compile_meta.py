@@ -27,6 +27,19 @@ def test_shapes_come_from_the_cpp_meta_kernel(name):
     assert torch._C._dispatch_has_kernel_for_dispatch_key(f"iognn::{name}", "Meta")
 
 
+def test_fake_tensors_run_the_cpp_meta_kernel():
+    """A bad reduce list under FakeTensorMode raises the C++ binding's message: the Meta kernel ran,
+    and sized the wide table by the C++ rule (edges // 0x7FFF) on a symbolic edge count."""
+    g = graph()
+    with FakeTensorMode(shape_env=ShapeEnv()) as mode:
+        args = [mode.from_tensor(t, static_shapes=False)
+                for t in (g.rowptr, g.col, g.colptr, g.row, g.csc2csr, torch.randn(13, 4))]
+        wide = torch.ops.iognn.segment_reduce(*args, ["max"], None)[2]
+        assert "//32767" in str(wide.shape[1]).replace(" ", "")
+        with pytest.raises(ValueError, match="iognn::segment_reduce: reduce: unknown reduction"):
+            torch.ops.iognn.segment_reduce(*args, ["median"], None)
+
+
 def graph(num_nodes=13, num_edges=70, seed=0, index_dtype=None):
     gen = torch.Generator().manual_seed(seed)
     edge_index = torch.randint(0, num_nodes, (2, num_edges), generator=gen)
