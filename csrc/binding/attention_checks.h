@@ -159,13 +159,6 @@ const T* grad_alpha_ptr(const BackwardInputs& b) {
   return b.grad_alpha ? cptr<T>(*b.grad_alpha) : nullptr;
 }
 
-template <typename Fn>
-void dispatch(const char* op, const Tensor& features, const GraphArgs& g, Fn&& fn) {
-  dispatch_float(features.scalar_type(), op, [&](auto ft) {
-    dispatch_index(g.rowptr.scalar_type(), op, [&](auto it) { fn(ft, it); });
-  });
-}
-
 // ---- per-variant checks ------------------------------------------------------------------------
 struct GatArgs {
   Tensor x, a_src;

@@ -58,7 +58,8 @@ struct AttentionOps {
       const AttentionConfig cfg = make_config(V::kOp, a.H, a.C, dropout, seed.expect_int());
       const typename Backend::Scope scope(first);
       Forward out = empty_forward_outputs(g, first, return_alpha);
-      dispatch(V::kOp, first, g, [&](auto ft, auto it) {
+      dispatch_float_index(first.scalar_type(), rowptr.scalar_type(), V::kOp,
+                           [&](auto ft, auto it) {
         using T = typename decltype(ft)::type;
         using I = typename decltype(it)::type;
         Backend::template forward<T, I>(scope, graph_view<I>(g), cfg, edge_dim_of(a.edge_attr),
@@ -89,7 +90,8 @@ struct AttentionOps {
                                                      lse, grad_out, grad_alpha);
       const typename Backend::Scope scope(first);
       Backward grads = empty_grads(first, inputs);
-      dispatch(V::kBackwardOp, first, g, [&](auto ft, auto it) {
+      dispatch_float_index(first.scalar_type(), rowptr.scalar_type(), V::kBackwardOp,
+                           [&](auto ft, auto it) {
         using T = typename decltype(ft)::type;
         using I = typename decltype(it)::type;
         const auto in = kernel_inputs<T>(a, scalar);

@@ -80,16 +80,14 @@ struct PropagateOps {
       at::Tensor out = empty_csr_rows(rowptr, x);
       if (out.numel() == 0) return out;
       const int64_t num_dst = out.size(0), F = out.size(1);
-      dispatch_float(x.scalar_type(), op, [&](auto ft) {
+      dispatch_float_index(x.scalar_type(), rowptr.scalar_type(), op, [&](auto ft, auto it) {
         using T = typename decltype(ft)::type;
-        dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
-          using I = typename decltype(it)::type;
-          Backend::forward(scope, ForwardArgs<T, I>{
-                                      cptr<I>(rowptr), cptr<I>(col),
-                                      optional_cptr<acc_t<T>>(weight), cptr<T>(x), x.stride(0),
-                                      num_dst, col.numel(), max_in_degree.expect_int(), F, red,
-                                      optional_cptr<T>(bias), ptr<T>(out)});
-        });
+        using I = typename decltype(it)::type;
+        Backend::forward(scope, ForwardArgs<T, I>{
+                                    cptr<I>(rowptr), cptr<I>(col),
+                                    optional_cptr<acc_t<T>>(weight), cptr<T>(x), x.stride(0),
+                                    num_dst, col.numel(), max_in_degree.expect_int(), F, red,
+                                    optional_cptr<T>(bias), ptr<T>(out)});
       });
       return out;
     }
@@ -111,16 +109,14 @@ struct PropagateOps {
       at::Tensor grad_x = empty_csr_rows(colptr, grad_out);
       if (grad_x.numel() == 0) return grad_x;
       const int64_t num_src = grad_x.size(0), F = grad_x.size(1);
-      dispatch_float(grad_out.scalar_type(), op, [&](auto ft) {
+      dispatch_float_index(grad_out.scalar_type(), colptr.scalar_type(), op, [&](auto ft, auto it) {
         using T = typename decltype(ft)::type;
-        dispatch_index(colptr.scalar_type(), op, [&](auto it) {
-          using I = typename decltype(it)::type;
-          Backend::backward_x(scope, BackwardXArgs<T, I>{
-                                         cptr<I>(colptr), cptr<I>(row), cptr<I>(csc2csr),
-                                         cptr<I>(rowptr), optional_cptr<acc_t<T>>(weight),
-                                         cptr<T>(grad_out), num_src, row.numel(),
-                                         max_out_degree.expect_int(), F, red, ptr<T>(grad_x)});
-        });
+        using I = typename decltype(it)::type;
+        Backend::backward_x(scope, BackwardXArgs<T, I>{
+                                       cptr<I>(colptr), cptr<I>(row), cptr<I>(csc2csr),
+                                       cptr<I>(rowptr), optional_cptr<acc_t<T>>(weight),
+                                       cptr<T>(grad_out), num_src, row.numel(),
+                                       max_out_degree.expect_int(), F, red, ptr<T>(grad_x)});
       });
       return grad_x;
     }
@@ -142,16 +138,14 @@ struct PropagateOps {
       if (grad_w.numel() == 0) return grad_w;
       const int64_t num_dst = rowptr.numel() - 1, F = x.size(1);
       if (F == 0) return grad_w.zero_();  // every product is empty
-      dispatch_float(x.scalar_type(), op, [&](auto ft) {
+      dispatch_float_index(x.scalar_type(), rowptr.scalar_type(), op, [&](auto ft, auto it) {
         using T = typename decltype(ft)::type;
-        dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
-          using I = typename decltype(it)::type;
-          Backend::backward_weight(scope, BackwardWeightArgs<T, I>{
-                                              cptr<I>(rowptr), cptr<I>(col), cptr<T>(grad_out),
-                                              cptr<T>(x), x.stride(0), num_dst, col.numel(),
-                                              max_in_degree.expect_int(), F, red,
-                                              ptr<acc_t<T>>(grad_w)});
-        });
+        using I = typename decltype(it)::type;
+        Backend::backward_weight(scope, BackwardWeightArgs<T, I>{
+                                            cptr<I>(rowptr), cptr<I>(col), cptr<T>(grad_out),
+                                            cptr<T>(x), x.stride(0), num_dst, col.numel(),
+                                            max_in_degree.expect_int(), F, red,
+                                            ptr<acc_t<T>>(grad_w)});
       });
       return grad_w;
     }

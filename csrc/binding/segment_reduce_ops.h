@@ -76,17 +76,15 @@ struct SegmentReduceOps {
       auto [out, ties, wide, mean, plain] =
           empty_segment_reduce_outputs(call, rowptr, col, x, scale_in);
       if (out.numel() == 0) return {out, ties, wide, mean, plain};
-      dispatch_float(x.scalar_type(), op, [&](auto ft) {
+      dispatch_float_index(x.scalar_type(), rowptr.scalar_type(), op, [&](auto ft, auto it) {
         using T = typename decltype(ft)::type;
-        dispatch_index(rowptr.scalar_type(), op, [&](auto it) {
-          using I = typename decltype(it)::type;
-          Backend::forward(scope, ForwardArgs<T, I>{
-                                      cptr<I>(rowptr), cptr<I>(col), cptr<T>(x), x.stride(0),
-                                      call.num_dst, col.numel(), max_in_degree.expect_int(), call.F,
-                                      call.reduces, ptr<T>(out), tie_arrays(call, ties, wide),
-                                      call.want_mean ? ptr<acc_t<T>>(mean) : nullptr,
-                                      degree_scales<T>(scale, plain)});
-        });
+        using I = typename decltype(it)::type;
+        Backend::forward(scope, ForwardArgs<T, I>{
+                                    cptr<I>(rowptr), cptr<I>(col), cptr<T>(x), x.stride(0),
+                                    call.num_dst, col.numel(), max_in_degree.expect_int(), call.F,
+                                    call.reduces, ptr<T>(out), tie_arrays(call, ties, wide),
+                                    call.want_mean ? ptr<acc_t<T>>(mean) : nullptr,
+                                    degree_scales<T>(scale, plain)});
       });
       return {out, ties, wide, mean, plain};
     }

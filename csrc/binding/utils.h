@@ -64,6 +64,13 @@ void dispatch_index(at::ScalarType dtype, const char* op, Fn&& fn) {
   }
 }
 
+// Calls fn(type_tag<T>{}, type_tag<I>{}) with T the core storage type of the float dtype `x` and
+// I that of the index dtype `index`.
+template <typename Fn>
+void dispatch_float_index(at::ScalarType x, at::ScalarType index, const char* op, Fn&& fn) {
+  dispatch_float(x, op, [&](auto ft) { dispatch_index(index, op, [&](auto it) { fn(ft, it); }); });
+}
+
 // Pointer to a tensor's storage reinterpreted as the core type T.
 template <typename T>
 T* ptr(const at::Tensor& t) {
