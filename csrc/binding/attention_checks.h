@@ -1,5 +1,7 @@
-// Argument checks and kernel-view builders of the attention ops, shared by the CPU binding
-// (attention.cpp, which also holds the schemas) and the CUDA binding (cuda/attention.cpp).
+// Argument checks, output shapes, kernel-view builders and the variants of the attention ops,
+// shared by the CPU binding (attention.cpp, which also holds the schemas), the CUDA binding
+// (cuda/attention.cpp), the Meta kernels (meta.cpp: the output shapes only) and the autograd
+// formulas (autograd/attention.cpp: the variants).
 //
 // Both bindings check the same things with the same messages, then hand the kernels the same
 // views (kernels/attention_types.h): the host and the device kernels take the same structs.

@@ -1,6 +1,7 @@
-// Argument checks and output allocation of iognn::segment_reduce / segment_reduce_backward, shared
-// by the CPU (binding/segment_reduce.cpp) and CUDA (binding/cuda/segment_reduce.cpp)
-// implementations so that both raise the same errors for the same bad input.
+// Argument checks and output shapes of iognn::segment_reduce / segment_reduce_backward, shared by
+// the CPU (binding/segment_reduce.cpp), CUDA (binding/cuda/segment_reduce.cpp) and Meta
+// (binding/meta.cpp) implementations: the first two raise the same errors for the same bad input,
+// and all three size the outputs with the same code.
 #pragma once
 
 #include <ATen/ATen.h>

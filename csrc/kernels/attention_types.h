@@ -10,11 +10,12 @@
 //                                  attention_backward.cuh (the passes), attention_variants.cuh
 //                                  (what each variant adds: its scores and their gradients),
 //                                  attention_launch.cuh (workspaces and launches)
-//   binding                        binding/attention_ops.h (op bodies, both backends),
+//   binding                        binding/attention_ops.h (op bodies, every backend),
 //                                  binding/attention.cpp (schemas, host backend),
 //                                  binding/cuda/attention.cpp (device backend),
+//                                  binding/meta.cpp (Meta kernels: the outputs' shapes),
 //                                  binding/autograd/attention.cpp (autograd formulas)
-//   Python and tests               python/iognn/ops/attention.py (wrappers, fake kernels);
+//   Python and tests               python/iognn/ops/attention.py (wrappers);
 //                                  tests/python/test_attention{,_cuda,_layers_cuda}.py,
 //                                  tests/cpp/test_attention_cpu.cpp
 #pragma once
