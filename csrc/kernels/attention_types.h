@@ -5,7 +5,8 @@
 //
 // The family's places (per variant V in gat, gatv2, transformer):
 //   contract (this file)           kernels/attention_types.h, kernels/cpu/attention_common.h
-//   host kernels                   kernels/cpu/V.{h,cpp}
+//   host kernels                   kernels/cpu/V.{h,cpp}, on the skeleton and VariantBase of
+//                                  kernels/cpu/attention_common.h
 //   device kernels                 kernels/cuda/attention.h (API); attention_forward.cuh and
 //                                  attention_backward.cuh (the passes), attention_variants.cuh
 //                                  (what each variant adds: its scores and their gradients),
@@ -16,6 +17,8 @@
 //                                  binding/meta.cpp (Meta kernels: the outputs' shapes),
 //                                  binding/autograd/attention.cpp (autograd formulas)
 //   Python and tests               python/iognn/ops/attention.py (wrappers);
+//                                  python/iognn/nn/conv/V_conv.py (layers; shared parts in
+//                                  nn/conv/_attention.py);
 //                                  tests/python/test_attention{,_cuda,_layers_cuda}.py,
 //                                  tests/cpp/test_attention_cpu.cpp
 #pragma once

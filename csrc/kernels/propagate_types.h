@@ -18,8 +18,9 @@
 //   binding                        binding/propagate_ops.h (op bodies, both backends),
 //                                  binding/propagate.cpp (schemas, host backend),
 //                                  binding/cuda/propagate.cpp (device backend),
+//                                  binding/meta.cpp (Meta kernels: the outputs' shapes),
 //                                  binding/autograd/propagate.cpp (autograd formula)
-//   Python and tests               python/iognn/ops/propagate.py (wrapper, fake kernels);
+//   Python and tests               python/iognn/ops/propagate.py (wrapper);
 //                                  tests/python/test_propagate{,_cuda}.py,
 //                                  tests/cpp/test_cpu_kernels.cpp
 #pragma once

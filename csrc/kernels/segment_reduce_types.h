@@ -30,8 +30,9 @@
 //   binding                        binding/segment_reduce_ops.h (op bodies, both backends),
 //                                  binding/segment_reduce.cpp (schemas, host backend),
 //                                  binding/cuda/segment_reduce.cpp (device backend),
+//                                  binding/meta.cpp (Meta kernels: the outputs' shapes),
 //                                  binding/autograd/segment_reduce.cpp (autograd formula)
-//   Python and tests               python/iognn/ops/segment_reduce.py (wrapper, fake kernels);
+//   Python and tests               python/iognn/ops/segment_reduce.py (wrapper);
 //                                  tests/python/test_segment_reduce{,_cuda}.py,
 //                                  tests/cpp/test_cpu_kernels.cpp
 #pragma once

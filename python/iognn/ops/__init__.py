@@ -1,6 +1,6 @@
-"""Functional iognn operators: each wraps a ``torch.ops.iognn`` op with argument handling, and the
-op's fake (meta) kernel is registered next to its wrapper; the autograd formulas are C++
-(``csrc/binding/autograd``)."""
+"""Functional iognn operators: each wraps a ``torch.ops.iognn`` op with argument handling. The ops'
+Meta kernels (their output shapes under fake tensors and torch.compile, ``csrc/binding/meta.cpp``)
+and autograd formulas (``csrc/binding/autograd``) are C++."""
 from .attention import gat_attention, gatv2_attention, transformer_attention
 from .propagate import gcn_norm, propagate
 from .segment_reduce import segment_reduce
