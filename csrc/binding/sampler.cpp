@@ -1,0 +1,75 @@
+// iognn::neighbor_sample: schema, checks and the host backend (kernel: kernels/cpu/neighbor_sample.h,
+// contract: kernels/sampler_types.h). The outputs follow pyg-lib's neighbor_sample with csc=True:
+//   row, col, edge_id [num_sampled_edges]   local ids of neighbour and frontier node; CSC positions
+//   node  [num_nodes]     global ids, or [num_nodes, 2] (seed position, global id) with disjoint
+//   num_sampled_nodes (num_hops + 1 entries), num_sampled_edges (num_hops entries)
+// all index tensors in the graph's index dtype. rng_seed's 64 bits are the generator's key.
+// CPU only: no CUDA kernel yet; no Meta kernel (the output sizes depend on the graph's data); no
+// autograd (sampling is not differentiable).
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <tuple>
+#include <vector>
+
+#include "binding/utils.h"
+#include "kernels/cpu/neighbor_sample.h"
+
+namespace iognn::torch_ext {
+namespace {
+
+constexpr const char* kNeighborSample = "iognn::neighbor_sample";
+
+using SampleOutputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor,
+                                 std::vector<int64_t>, std::vector<int64_t>>;
+
+// A 1-D tensor that takes over `values` without copying them.
+template <typename T>
+at::Tensor adopt(std::vector<T>&& values, const at::TensorOptions& options) {
+  if (values.empty()) return at::empty({0}, options);
+  auto* owner = new std::vector<T>(std::move(values));
+  return at::from_blob(owner->data(), {int64_t(owner->size())},
+                       [owner](void*) { delete owner; }, options);
+}
+
+SampleOutputs neighbor_sample_cpu(const at::Tensor& colptr, const at::Tensor& row,
+                                  const at::Tensor& seed, at::IntArrayRef num_neighbors,
+                                  bool replace, bool disjoint, int64_t rng_seed) {
+  check_index_vector(colptr, kNeighborSample, "colptr");
+  check_index_vector(row, kNeighborSample, "row");
+  check_index_vector(seed, kNeighborSample, "seed");
+  check_same_index_dtype(colptr, row, kNeighborSample, "row");
+  check_same_index_dtype(colptr, seed, kNeighborSample, "seed");
+  TORCH_CHECK_VALUE(colptr.numel() >= 1, kNeighborSample,
+                    ": colptr must have num_nodes + 1 >= 1 entries, got none");
+  const NeighborSampleOptions options{replace, disjoint, static_cast<uint64_t>(rng_seed)};
+  const std::vector<int64_t> fanouts(num_neighbors.begin(), num_neighbors.end());
+  const at::TensorOptions index_options = colptr.options();
+  SampleOutputs out;
+  dispatch_index(colptr.scalar_type(), kNeighborSample, [&](auto tag) {
+    using I = typename decltype(tag)::type;
+    SampledSubgraph<I> s = translate_errors([&] {
+      return cpu::neighbor_sample<I>(cptr<I>(colptr), colptr.numel() - 1, cptr<I>(row),
+                                     row.numel(), cptr<I>(seed), seed.numel(), fanouts, options);
+    });
+    at::Tensor node = adopt(std::move(s.node), index_options);
+    if (disjoint) node = at::stack({adopt(std::move(s.batch), index_options), node}, 1);
+    out = {adopt(std::move(s.row), index_options), adopt(std::move(s.col), index_options),
+           std::move(node), adopt(std::move(s.edge), index_options),
+           std::move(s.num_sampled_nodes), std::move(s.num_sampled_edges)};
+  });
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(iognn, m) {
+  m.def(
+      "neighbor_sample(Tensor colptr, Tensor row, Tensor seed, int[] num_neighbors, "
+      "bool replace=False, bool disjoint=False, int rng_seed=0) -> (Tensor row, Tensor col, "
+      "Tensor node, Tensor edge_id, int[] num_sampled_nodes, int[] num_sampled_edges)");
+}
+
+TORCH_LIBRARY_IMPL(iognn, CPU, m) { m.impl("neighbor_sample", &neighbor_sample_cpu); }
+
+}  // namespace iognn::torch_ext

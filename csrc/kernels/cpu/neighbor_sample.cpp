@@ -1,0 +1,209 @@
+// Neighbour sampling, host kernel (contract: kernels/sampler_types.h).
+//
+// Each hop runs in three passes over its frontier: sample sizes and their prefix sums (checking the
+// frontier's colptr entries), the draws (in parallel: every frontier node writes its own slice, and
+// its draws depend on its local id only), and the relabelling (sequential: ids are given in the
+// order nodes are first seen).
+#include "kernels/cpu/neighbor_sample.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include "core/error.h"
+#include "core/parallel.h"
+
+namespace iognn::cpu {
+namespace {
+
+constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Draw `draw` of the frontier node with local id `local`: uniform in [0, n) (n >= 1). The
+// multiply-high map has a bias below n / 2^64, far under any test's resolution.
+int64_t uniform_below(uint64_t rng_seed, uint64_t local, uint64_t draw, int64_t n) {
+  const uint64_t bits = mix64(mix64(rng_seed + (local + 1) * kGolden) + (draw + 1) * kGolden);
+  return int64_t((static_cast<unsigned __int128>(bits) * uint64_t(n)) >> 64);
+}
+
+// How many positions a node of in-degree `degree` contributes with fan-out k.
+int64_t sample_size(int64_t degree, int64_t k, bool replace) {
+  if (k < 0 || degree == 0) return degree;
+  return replace ? k : std::min(k, degree);
+}
+
+// Floyd's method keeps a set of the positions taken so far: the slice itself is scanned while it
+// is short, a hash set serves longer ones.
+constexpr int64_t kScanLimit = 64;
+
+// Writes the sampled CSC positions of a frontier node (in-neighbours at [begin, begin + degree))
+// into out[0 .. sample_size).
+template <typename index_t>
+void sample_node(int64_t begin, int64_t degree, int64_t k, bool replace, uint64_t rng_seed,
+                 uint64_t local, index_t* out) {
+  if (k < 0 || (!replace && k >= degree)) {
+    for (int64_t j = 0; j < degree; ++j) out[j] = index_t(begin + j);
+  } else if (replace) {
+    if (degree == 0) return;
+    for (int64_t d = 0; d < k; ++d)
+      out[d] = index_t(begin + uniform_below(rng_seed, local, uint64_t(d), degree));
+  } else {
+    // Floyd: for j = degree - k .. degree - 1, take t uniform in [0, j], or j itself when t is
+    // already taken; every k-subset comes out equally likely.
+    std::unordered_set<int64_t> taken;
+    if (k > kScanLimit) taken.reserve(size_t(k));
+    for (int64_t d = 0; d < k; ++d) {
+      const int64_t j = degree - k + d;
+      int64_t t = uniform_below(rng_seed, local, uint64_t(d), j + 1);
+      const bool seen = k > kScanLimit ? taken.count(t) > 0
+                                       : std::find(out, out + d, index_t(begin + t)) != out + d;
+      if (seen) t = j;
+      if (k > kScanLimit) taken.insert(t);
+      out[d] = index_t(begin + t);
+    }
+  }
+}
+
+// Key -> local id, where a key is a global node id, or tree * num_nodes + node with disjoint.
+// A dense table while the key space is small (one fill per call, no hashing), a hash map beyond.
+template <typename index_t>
+class LocalIds {
+ public:
+  LocalIds(int64_t num_nodes, int64_t num_trees) {
+    IOGNN_CHECK(num_nodes == 0 || num_trees <= std::numeric_limits<int64_t>::max() / num_nodes,
+                ValueError, "neighbor_sample: disjoint sampling of ", num_trees, " seeds on ",
+                num_nodes, " nodes exceeds the 64-bit (seed, node) key space");
+    const int64_t keys = num_trees * num_nodes;
+    if (keys <= kDenseKeys) dense_.assign(size_t(keys), -1);
+    dense_mode_ = keys <= kDenseKeys;
+  }
+
+  // The local id of `key`, or `next` (recorded) when it has none yet; second: whether it was new.
+  std::pair<int64_t, bool> insert(int64_t key, int64_t next) {
+    if (dense_mode_) {
+      index_t& slot = dense_[size_t(key)];
+      if (slot >= 0) return {slot, false};
+      slot = index_t(next);
+      return {next, true};
+    }
+    const auto [it, inserted] = sparse_.try_emplace(key, next);
+    return {it->second, inserted};
+  }
+
+ private:
+  static constexpr int64_t kDenseKeys = int64_t(1) << 22;
+  bool dense_mode_ = true;
+  std::vector<index_t> dense_;
+  std::unordered_map<int64_t, int64_t> sparse_;
+};
+
+template <typename index_t>
+void check_arguments(const index_t* colptr, int64_t num_nodes, int64_t num_edges,
+                     const index_t* seed, int64_t num_seeds,
+                     const std::vector<int64_t>& num_neighbors) {
+  IOGNN_CHECK(num_nodes >= 0, ValueError, "neighbor_sample: colptr must have at least one entry");
+  IOGNN_CHECK(colptr[0] == 0 && int64_t(colptr[num_nodes]) == num_edges, ValueError,
+              "neighbor_sample: colptr must start at 0 and end at the number of entries of row (",
+              num_edges, "), got ", int64_t(colptr[0]), " and ", int64_t(colptr[num_nodes]));
+  for (size_t h = 0; h < num_neighbors.size(); ++h)
+    IOGNN_CHECK(num_neighbors[h] >= -1, ValueError, "neighbor_sample: num_neighbors[", h,
+                "] must be >= 0, or -1 for every neighbour, got ", num_neighbors[h]);
+  for (int64_t i = 0; i < num_seeds; ++i)
+    IOGNN_CHECK(seed[i] >= 0 && int64_t(seed[i]) < num_nodes, IndexError, "neighbor_sample: seed[",
+                i, "] = ", int64_t(seed[i]), " is out of range for a graph of ", num_nodes,
+                " nodes");
+}
+
+}  // namespace
+
+template <typename index_t>
+SampledSubgraph<index_t> neighbor_sample(const index_t* colptr, int64_t num_nodes,
+                                         const index_t* row, int64_t num_edges,
+                                         const index_t* seed, int64_t num_seeds,
+                                         const std::vector<int64_t>& num_neighbors,
+                                         const NeighborSampleOptions& options) {
+  check_arguments(colptr, num_nodes, num_edges, seed, num_seeds, num_neighbors);
+  const bool disjoint = options.disjoint;
+  SampledSubgraph<index_t> out;
+  LocalIds<index_t> ids(num_nodes, disjoint ? num_seeds : 1);
+  out.node.assign(seed, seed + num_seeds);
+  for (int64_t i = 0; i < num_seeds; ++i) {
+    ids.insert(disjoint ? i * num_nodes + seed[i] : int64_t(seed[i]), i);
+    if (disjoint) out.batch.push_back(index_t(i));
+  }
+  out.num_sampled_nodes.push_back(num_seeds);
+
+  std::vector<int64_t> offsets;
+  int64_t begin = 0;  // the frontier: the local ids [begin, end) found by the previous hop
+  for (const int64_t k : num_neighbors) {
+    const int64_t end = int64_t(out.node.size());
+    // Pass 1: sample sizes, checking the colptr entries of the frontier.
+    offsets.assign(size_t(end - begin + 1), 0);
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t v = out.node[size_t(i)];
+      const int64_t lo = colptr[v], hi = colptr[v + 1];
+      IOGNN_CHECK(0 <= lo && lo <= hi && hi <= num_edges, ValueError,
+                  "neighbor_sample: colptr must be non-decreasing within [0, ", num_edges,
+                  "], but colptr[", v, "] = ", lo, " and colptr[", v + 1, "] = ", hi);
+      offsets[size_t(i - begin + 1)] =
+          offsets[size_t(i - begin)] + sample_size(hi - lo, k, options.replace);
+    }
+    const int64_t first_edge = int64_t(out.edge.size());
+    const int64_t hop_edges = offsets.back();
+    out.edge.resize(size_t(first_edge + hop_edges));
+    out.col.resize(size_t(first_edge + hop_edges));
+    // Pass 2: the draws, each frontier node into its own slice.
+    parallel_for(begin, end, 64, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const int64_t v = out.node[size_t(i)];
+        const int64_t slice = first_edge + offsets[size_t(i - begin)];
+        const int64_t slice_end = first_edge + offsets[size_t(i - begin + 1)];
+        sample_node<index_t>(colptr[v], int64_t(colptr[v + 1]) - colptr[v], k, options.replace,
+                             options.rng_seed, uint64_t(i), out.edge.data() + slice);
+        std::fill(out.col.begin() + slice, out.col.begin() + slice_end, index_t(i));
+      }
+    });
+    // Pass 3: relabel the sampled neighbours in edge order.
+    out.row.resize(size_t(first_edge + hop_edges));
+    for (int64_t e = first_edge; e < first_edge + hop_edges; ++e) {
+      const int64_t u = row[out.edge[size_t(e)]];
+      IOGNN_CHECK(u >= 0 && u < num_nodes, IndexError, "neighbor_sample: row[",
+                  int64_t(out.edge[size_t(e)]), "] = ", u, " is out of range for a graph of ",
+                  num_nodes, " nodes");
+      const int64_t tree = disjoint ? int64_t(out.batch[size_t(out.col[size_t(e)])]) : 0;
+      const int64_t next = int64_t(out.node.size());
+      const auto [local, is_new] = ids.insert(tree * num_nodes + u, next);
+      if (is_new) {
+        IOGNN_CHECK(next <= int64_t(std::numeric_limits<index_t>::max()), ValueError,
+                    "neighbor_sample: the sample has more nodes than int32 local ids can number; "
+                    "use int64 colptr/row/seed");
+        out.node.push_back(index_t(u));
+        if (disjoint) out.batch.push_back(index_t(tree));
+      }
+      out.row[size_t(e)] = index_t(local);
+    }
+    out.num_sampled_nodes.push_back(int64_t(out.node.size()) - end);
+    out.num_sampled_edges.push_back(hop_edges);
+    begin = end;
+  }
+  return out;
+}
+
+template SampledSubgraph<int32_t> neighbor_sample<int32_t>(const int32_t*, int64_t, const int32_t*,
+                                                           int64_t, const int32_t*, int64_t,
+                                                           const std::vector<int64_t>&,
+                                                           const NeighborSampleOptions&);
+template SampledSubgraph<int64_t> neighbor_sample<int64_t>(const int64_t*, int64_t, const int64_t*,
+                                                           int64_t, const int64_t*, int64_t,
+                                                           const std::vector<int64_t>&,
+                                                           const NeighborSampleOptions&);
+
+}  // namespace iognn::cpu

@@ -1,0 +1,64 @@
+// Neighbour sampling family: the contract of the mini-batch path's samplers.
+//
+// Input: a square graph in CSC form (colptr [N + 1], row [E]: the in-neighbours of node v are
+// row[colptr[v] .. colptr[v + 1])), the seeds, one fan-out per hop, and the options below.
+// Hop h takes the nodes found by hop h - 1 (the seeds for h = 0) as its frontier and, for each
+// frontier node in order, samples k = num_neighbors[h] of its in-neighbour positions:
+//   k < 0 or (k >= degree without replacement)  every position, in CSC order;
+//   without replacement                         k distinct positions, uniformly (Floyd's method);
+//   with replacement                            k independent uniform positions (repeats occur).
+// Sampled neighbours are relabelled to local ids in the order they are first seen: the seeds take
+// 0 .. num_seeds - 1 (each seed position its own id, so a duplicated seed is sampled once per
+// position and node[:num_seeds] == seed always; a neighbour equal to a duplicated seed takes the
+// first occurrence's id), then each new node the next id. With `disjoint` a local id stands for a
+// (seed position, node) pair: every seed grows its own tree and trees share no ids.
+//
+// Outputs (SampledSubgraph), in the layout pyg-lib's neighbor_sample returns with csc=True:
+//   row[e], col[e]   local ids of the sampled neighbour and of the frontier node: messages flow
+//                    row -> col; edges are grouped by hop, then by frontier node in order
+//   node[l]          global id of local id l;  batch[l]: its seed position (disjoint only)
+//   edge[e]          the CSC position sampled (PyG maps it back through its own permutation)
+//   num_sampled_nodes[h]  nodes first seen at hop h (entry 0: the seeds), num_hops + 1 entries
+//   num_sampled_edges[h]  edges sampled at hop h, num_hops entries
+//
+// Randomness: draw d of the frontier node with local id l is a pure function of
+// (rng_seed, l, d) (a SplitMix64-style counter hash, as in core/dropout_rng.h), so a result
+// depends on rng_seed only: not on thread count or on how the frontier is split across threads.
+//
+// Validation: seeds, fan-outs and colptr's ends are checked up front; colptr's entries and row's
+// values are checked where the sampler reads them (O(sampled edges), not O(E), per call). Errors
+// name the argument (IndexError: a node id out of range; ValueError: anything else).
+//
+// There is no Meta kernel: the output sizes depend on the graph's data, not only on the input
+// shapes. There is no autograd: sampling is not differentiable.
+//
+// The family's places:
+//   contract (this file)           kernels/sampler_types.h
+//   host kernel                    kernels/cpu/neighbor_sample.{h,cpp}
+//   binding                        binding/sampler.cpp (schema, checks, host backend)
+//   Python                         python/iognn/sampler.py (PyG NeighborSampler subclass),
+//                                  python/iognn/loader.py (PyG NeighborLoader with that sampler)
+//   tests                          tests/cpp/test_neighbor_sample.cpp, tests/python/test_sampler.py
+//   docs                           docs/sampler.md
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace iognn {
+
+struct NeighborSampleOptions {
+  bool replace = false;
+  bool disjoint = false;
+  uint64_t rng_seed = 0;
+};
+
+template <typename index_t>
+struct SampledSubgraph {
+  std::vector<index_t> row, col, edge;  // one entry per sampled edge
+  std::vector<index_t> node;            // one entry per local id
+  std::vector<index_t> batch;           // one entry per local id with disjoint, else empty
+  std::vector<int64_t> num_sampled_nodes, num_sampled_edges;
+};
+
+}  // namespace iognn

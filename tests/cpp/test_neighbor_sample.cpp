@@ -1,0 +1,219 @@
+// Host neighbour sampler (kernels/cpu/neighbor_sample.h) on hand-checked graphs: full
+// neighbourhoods in CSC order, relabelling order, disjoint trees, duplicate seeds, no repeats
+// without replacement, repeats with it, uniformity, determinism, and the argument errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include "core/error.h"
+#include "kernels/cpu/neighbor_sample.h"
+
+namespace iognn::test {
+namespace {
+
+template <typename I>
+struct Csc {
+  std::vector<I> colptr, row;
+  int64_t num_nodes() const { return int64_t(colptr.size()) - 1; }
+};
+
+// In-neighbours: 0 <- {1, 2, 3}, 1 <- {0, 4}, 2 <- {1}, 3 <- {}, 4 <- {4 (a self-loop), 0}.
+template <typename I>
+Csc<I> small_graph() {
+  return {{0, 3, 5, 6, 6, 8}, {1, 2, 3, 0, 4, 1, 4, 0}};
+}
+
+// Node 0 has `degree` in-neighbours 1 .. degree; the others have none.
+Csc<int64_t> star(int64_t degree) {
+  Csc<int64_t> g;
+  g.colptr.assign(size_t(degree + 2), degree);
+  g.colptr[0] = 0;
+  for (int64_t u = 1; u <= degree; ++u) g.row.push_back(u);
+  return g;
+}
+
+template <typename I>
+SampledSubgraph<I> sample(const Csc<I>& g, const std::vector<I>& seeds,
+                          const std::vector<int64_t>& fanouts, bool replace = false,
+                          bool disjoint = false, uint64_t rng_seed = 0) {
+  return cpu::neighbor_sample<I>(g.colptr.data(), g.num_nodes(), g.row.data(),
+                                 int64_t(g.row.size()), seeds.data(), int64_t(seeds.size()),
+                                 fanouts, NeighborSampleOptions{replace, disjoint, rng_seed});
+}
+
+using Vec = std::vector<int64_t>;
+
+template <typename I>
+Vec widen(const std::vector<I>& v) {
+  return Vec(v.begin(), v.end());
+}
+
+template <typename I>
+void expect_two_full_hops_from_node_0() {
+  const auto s = sample<I>(small_graph<I>(), {0}, {-1, -1});
+  // Hop 1: node 0's in-neighbours 1, 2, 3 become local ids 1, 2, 3. Hop 2: node 1's 0 (seen: id 0)
+  // and 4 (new: id 4), node 2's 1 (seen), node 3 has none.
+  EXPECT_EQ(widen(s.node), (Vec{0, 1, 2, 3, 4}));
+  EXPECT_EQ(widen(s.row), (Vec{1, 2, 3, 0, 4, 1}));
+  EXPECT_EQ(widen(s.col), (Vec{0, 0, 0, 1, 1, 2}));
+  EXPECT_EQ(widen(s.edge), (Vec{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(s.num_sampled_nodes, (Vec{1, 3, 1}));
+  EXPECT_EQ(s.num_sampled_edges, (Vec{3, 3}));
+  EXPECT_TRUE(s.batch.empty());
+}
+
+TEST(NeighborSample, AllNeighboursInCscOrderInt64) { expect_two_full_hops_from_node_0<int64_t>(); }
+TEST(NeighborSample, AllNeighboursInCscOrderInt32) { expect_two_full_hops_from_node_0<int32_t>(); }
+
+TEST(NeighborSample, FanOutAtLeastTheDegreeTakesEveryNeighbourWithoutReplacement) {
+  const auto all = sample<int64_t>(small_graph<int64_t>(), {0, 4}, {-1});
+  const auto big = sample<int64_t>(small_graph<int64_t>(), {0, 4}, {3}, false, false, 99);
+  EXPECT_EQ(widen(big.edge), widen(all.edge));
+  EXPECT_EQ(widen(big.edge), (Vec{0, 1, 2, 6, 7}));
+  // Node 4's self-loop maps onto its own (seed) id.
+  EXPECT_EQ(widen(all.row), (Vec{2, 3, 4, 1, 0}));
+}
+
+TEST(NeighborSample, SeedsComeFirstAndNeighboursTakeTheSeedsIds) {
+  const auto s = sample<int64_t>(small_graph<int64_t>(), {0, 1}, {-1});
+  EXPECT_EQ(widen(s.node), (Vec{0, 1, 2, 3, 4}));
+  EXPECT_EQ(widen(s.row), (Vec{1, 2, 3, 0, 4}));
+  EXPECT_EQ(widen(s.col), (Vec{0, 0, 0, 1, 1}));
+  EXPECT_EQ(s.num_sampled_nodes, (Vec{2, 3}));
+}
+
+TEST(NeighborSample, DuplicateSeedsKeepTheirPositionsAndNeighboursTakeTheFirst) {
+  const auto s = sample<int64_t>(small_graph<int64_t>(), {0, 1, 0}, {-1});
+  EXPECT_EQ(widen(s.node), (Vec{0, 1, 0, 2, 3, 4}));
+  EXPECT_EQ(widen(s.row), (Vec{1, 3, 4, 0, 5, 1, 3, 4}));
+  EXPECT_EQ(widen(s.col), (Vec{0, 0, 0, 1, 1, 2, 2, 2}));
+  EXPECT_EQ(s.num_sampled_nodes, (Vec{3, 3}));
+}
+
+TEST(NeighborSample, DisjointGrowsOneTreePerSeed) {
+  const auto s = sample<int64_t>(small_graph<int64_t>(), {0, 1}, {-1, -1}, false, true);
+  // Tree 0 (seed 0): 1, 2, 3 at hop 1; tree 1 (seed 1): 0, 4 at hop 1 (0 is new in this tree).
+  // Hop 2: tree 0's node 1 finds 0 (its seed, id 0) and 4 (new), its node 2 finds 1 (id 2);
+  // tree 1's node 0 finds 1 (its seed, id 1), 2 and 3 (new), its node 4 finds 4 (id 6) and 0 (id 5).
+  EXPECT_EQ(widen(s.node), (Vec{0, 1, 1, 2, 3, 0, 4, 4, 2, 3}));
+  EXPECT_EQ(widen(s.batch), (Vec{0, 1, 0, 0, 0, 1, 1, 0, 1, 1}));
+  EXPECT_EQ(widen(s.row), (Vec{2, 3, 4, 5, 6, 0, 7, 2, 1, 8, 9, 6, 5}));
+  EXPECT_EQ(widen(s.col), (Vec{0, 0, 0, 1, 1, 2, 2, 3, 5, 5, 5, 6, 6}));
+  EXPECT_EQ(s.num_sampled_nodes, (Vec{2, 5, 3}));
+  EXPECT_EQ(s.num_sampled_edges, (Vec{5, 8}));
+  for (size_t e = 0; e < s.row.size(); ++e)
+    EXPECT_EQ(s.batch[size_t(s.row[e])], s.batch[size_t(s.col[e])]) << "edge " << e;
+}
+
+TEST(NeighborSample, IsolatedSeedsAndZeroFanOutSampleNothing) {
+  const auto isolated = sample<int64_t>(small_graph<int64_t>(), {3}, {-1, 2});
+  EXPECT_EQ(widen(isolated.node), (Vec{3}));
+  EXPECT_TRUE(isolated.row.empty());
+  EXPECT_EQ(isolated.num_sampled_nodes, (Vec{1, 0, 0}));
+  EXPECT_EQ(isolated.num_sampled_edges, (Vec{0, 0}));
+  const auto zero = sample<int64_t>(small_graph<int64_t>(), {0}, {0}, true);
+  EXPECT_TRUE(zero.edge.empty());
+  const auto none = sample<int64_t>(small_graph<int64_t>(), {}, {5});
+  EXPECT_EQ(none.num_sampled_nodes, (Vec{0, 0}));
+  const auto isolated_replace = sample<int64_t>(small_graph<int64_t>(), {3}, {4}, true);
+  EXPECT_TRUE(isolated_replace.edge.empty());
+}
+
+TEST(NeighborSample, NoRepeatsWithoutReplacement) {
+  const auto g = star(200);
+  for (const int64_t k : {1, 10, 64, 65, 150, 199}) {  // both sides of the set's scan limit
+    for (uint64_t rng = 0; rng < 20; ++rng) {
+      const auto s = sample<int64_t>(g, {0}, {k}, false, false, rng);
+      ASSERT_EQ(int64_t(s.edge.size()), k);
+      const std::set<int64_t> distinct(s.edge.begin(), s.edge.end());
+      EXPECT_EQ(int64_t(distinct.size()), k) << "k=" << k << " rng_seed=" << rng;
+      EXPECT_GE(*distinct.begin(), 0);
+      EXPECT_LT(*distinct.rbegin(), 200);
+      EXPECT_EQ(int64_t(s.node.size()), k + 1);
+    }
+  }
+}
+
+TEST(NeighborSample, ReplacementDrawsKTimesAndRepeats) {
+  const auto s = sample<int64_t>(small_graph<int64_t>(), {0}, {50}, true, false, 7);
+  ASSERT_EQ(s.edge.size(), 50u);
+  const std::set<int64_t> distinct(s.edge.begin(), s.edge.end());
+  EXPECT_EQ(distinct, (std::set<int64_t>{0, 1, 2}));  // 50 draws of 3 positions: all, repeated
+  // Repeated draws relabel onto one id each: the nodes are listed once, the seed first.
+  EXPECT_EQ(s.node.size(), 4u);
+  EXPECT_EQ(s.node[0], 0);
+  EXPECT_EQ(std::set<int64_t>(s.node.begin(), s.node.end()), (std::set<int64_t>{0, 1, 2, 3}));
+  const auto all = sample<int64_t>(small_graph<int64_t>(), {0}, {-1}, true);
+  EXPECT_EQ(widen(all.edge), (Vec{0, 1, 2}));
+}
+
+TEST(NeighborSample, TwoOfTenIsUniform) {
+  const auto g = star(10);
+  const int trials = 20000;
+  std::vector<int64_t> hits(10, 0);
+  for (int t = 0; t < trials; ++t)
+    for (const int64_t p : sample<int64_t>(g, {0}, {2}, false, false, uint64_t(t)).edge) ++hits[p];
+  // Each position is taken with probability 1/5: 4000 hits, standard deviation about 57.
+  for (int p = 0; p < 10; ++p) EXPECT_NEAR(double(hits[p]), 4000.0, 300.0) << "position " << p;
+}
+
+TEST(NeighborSample, DeterministicBySeedAndThreadCount) {
+  const auto g = star(1000);
+  std::vector<int64_t> seeds(300, 0);  // a frontier long enough to be split across threads
+  const auto a = sample<int64_t>(g, seeds, {5, 3}, false, false, 42);
+  const auto b = sample<int64_t>(g, seeds, {5, 3}, false, false, 42);
+  const auto c = sample<int64_t>(g, seeds, {5, 3}, false, false, 43);
+  EXPECT_EQ(a.edge, b.edge);
+  EXPECT_EQ(a.row, b.row);
+  EXPECT_EQ(a.node, b.node);
+  EXPECT_NE(a.edge, c.edge);
+#if defined(_OPENMP)
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const auto serial = sample<int64_t>(g, seeds, {5, 3}, false, false, 42);
+  omp_set_num_threads(4);
+  const auto parallel = sample<int64_t>(g, seeds, {5, 3}, false, false, 42);
+  omp_set_num_threads(threads);
+  EXPECT_EQ(serial.edge, a.edge);
+  EXPECT_EQ(parallel.edge, a.edge);
+  EXPECT_EQ(parallel.row, a.row);
+#endif
+}
+
+template <typename Error>
+void expect_error(const std::function<void()>& fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error; expected one naming " << needle;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(NeighborSample, ErrorsNameTheArgument) {
+  const auto g = small_graph<int64_t>();
+  expect_error<IndexError>([&] { sample<int64_t>(g, {0, 5}, {1}); }, "seed[1] = 5");
+  expect_error<IndexError>([&] { sample<int64_t>(g, {-1}, {1}); }, "seed[0] = -1");
+  expect_error<ValueError>([&] { sample<int64_t>(g, {0}, {2, -2}); }, "num_neighbors[1]");
+  auto bad_end = g;
+  bad_end.colptr.back() = 7;
+  expect_error<ValueError>([&] { sample<int64_t>(bad_end, {0}, {1}); }, "colptr");
+  auto decreasing = g;
+  decreasing.colptr[2] = 2;  // node 1's range [3, 2)
+  expect_error<ValueError>([&] { sample<int64_t>(decreasing, {1}, {1}); }, "colptr[1] = 3");
+  auto bad_row = g;
+  bad_row.row[1] = 9;
+  expect_error<IndexError>([&] { sample<int64_t>(bad_row, {0}, {-1}); }, "row[1] = 9");
+}
+
+}  // namespace
+}  // namespace iognn::test
