@@ -4,8 +4,8 @@
 //   node  [num_nodes]     global ids, or [num_nodes, 2] (seed position, global id) with disjoint
 //   num_sampled_nodes (num_hops + 1 entries), num_sampled_edges (num_hops entries)
 // all index tensors in the graph's index dtype. rng_seed's 64 bits are the generator's key.
-// CPU only: no CUDA kernel yet; no Meta kernel (the output sizes depend on the graph's data); no
-// autograd (sampling is not differentiable).
+// CPU only: no CUDA kernel yet (a CUDA input raises NotImplementedError); no Meta kernel (the
+// output sizes depend on the graph's data); no autograd (sampling is not differentiable).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -71,5 +71,19 @@ TORCH_LIBRARY_FRAGMENT(iognn, m) {
 }
 
 TORCH_LIBRARY_IMPL(iognn, CPU, m) { m.impl("neighbor_sample", &neighbor_sample_cpu); }
+
+#if defined(IOGNN_CUDA_BINDING)
+// No device kernel yet: a CUDA input raises NotImplementedError naming the op (not the
+// dispatcher's generic missing-kernel message), and nothing is copied to the host behind the
+// caller's back.
+TORCH_LIBRARY_IMPL(iognn, CUDA, m) {
+  m.impl("neighbor_sample",
+         [](const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& seed,
+            at::IntArrayRef, bool, bool, int64_t) -> SampleOutputs {
+           not_implemented_on(kNeighborSample,
+                              colptr.is_cuda() ? colptr : (row.is_cuda() ? row : seed));
+         });
+}
+#endif
 
 }  // namespace iognn::torch_ext

@@ -1,0 +1,100 @@
+"""Neighbour sampling for PyG's mini-batch loaders, without pyg-lib or torch-sparse.
+
+:class:`NeighborSampler` is PyG's ``torch_geometric.sampler.NeighborSampler`` with its homogeneous
+sampling call served by ``torch.ops.iognn.neighbor_sample`` (CPU, ``csrc/kernels/cpu``) instead of
+``torch.ops.pyg.neighbor_sample``: the graph's CSC, the seed handling, the outputs
+(:class:`~torch_geometric.sampler.SamplerOutput`) and everything the loaders do with them stay
+PyG's. Each batch draws its generator key from torch's default generator, so ``torch.manual_seed``
+makes a run reproducible. Options not supported yet (heterogeneous graphs, weighted and temporal
+sampling, induced subgraphs) raise ``NotImplementedError`` naming the argument. See docs/sampler.md.
+
+This module imports torch_geometric; ``import iognn`` does not import it.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Optional
+
+import torch
+from torch import Tensor
+from torch_geometric.sampler import NeighborSampler as PyGNeighborSampler
+from torch_geometric.sampler import SamplerOutput
+from torch_geometric.sampler.base import DataType, SubgraphType
+
+from . import _C  # noqa: F401  (registers torch.ops.iognn.neighbor_sample)
+
+__all__ = ["NeighborSampler"]
+
+
+def _not_yet(what: str) -> NotImplementedError:
+    return NotImplementedError(
+        f"iognn.sampler.NeighborSampler: {what} is not supported yet (this release samples "
+        f"homogeneous graphs uniformly on the CPU)")
+
+
+def _reject_unsupported(data: Any, subgraph_type: Any, temporal_strategy: str,
+                        time_attr: Optional[str], weight_attr: Optional[str],
+                        directed: bool) -> None:
+    if DataType.from_data(data) == DataType.heterogeneous:
+        raise _not_yet("a heterogeneous graph (HeteroData)")
+    if weight_attr is not None:
+        raise _not_yet(f"weight_attr={weight_attr!r} (weighted sampling)")
+    if time_attr is not None:
+        raise _not_yet(f"time_attr={time_attr!r} (temporal sampling)")
+    if temporal_strategy != "uniform":
+        raise _not_yet(f"temporal_strategy={temporal_strategy!r} (temporal sampling)")
+    if not directed:
+        raise _not_yet("directed=False (an induced subgraph)")
+    if SubgraphType(subgraph_type) == SubgraphType.induced:
+        raise _not_yet("subgraph_type='induced'")
+
+
+class NeighborSampler(PyGNeighborSampler):
+    """PyG's in-memory ``NeighborSampler`` (same arguments) sampling with iognn's CPU kernel.
+
+    Supported: homogeneous ``Data`` (or a homogeneous feature/graph store), per-hop fan-outs
+    (``-1``: every neighbour), ``replace``, ``disjoint``, ``subgraph_type`` ``'directional'`` and
+    ``'bidirectional'``, ``sample_direction``, node and edge (link) seeds. Raising
+    ``NotImplementedError``: ``HeteroData``, ``weight_attr``, ``time_attr`` / ``input_time``,
+    ``temporal_strategy`` other than ``'uniform'``, ``subgraph_type='induced'`` / ``directed=False``.
+    """
+
+    def __init__(self, data, num_neighbors, subgraph_type="directional", replace: bool = False,
+                 disjoint: bool = False, temporal_strategy: str = "uniform",
+                 time_attr: Optional[str] = None, weight_attr: Optional[str] = None,
+                 is_sorted: bool = False, share_memory: bool = False, directed: bool = True,
+                 sample_direction: str = "forward"):
+        _reject_unsupported(data, subgraph_type, temporal_strategy, time_attr, weight_attr,
+                            directed)
+        with warnings.catch_warnings():
+            # PyG warns that sampling without pyg-lib is deprecated: this sampler needs neither.
+            warnings.filterwarnings("ignore", message=r".*without a 'pyg-lib' installation")
+            super().__init__(data, num_neighbors, subgraph_type=subgraph_type, replace=replace,
+                             disjoint=disjoint, temporal_strategy=temporal_strategy,
+                             time_attr=time_attr, weight_attr=weight_attr, is_sorted=is_sorted,
+                             share_memory=share_memory, directed=directed,
+                             sample_direction=sample_direction)
+        if self.is_hetero:  # a heterogeneous feature/graph store
+            raise _not_yet("a heterogeneous feature/graph store")
+        # The kernel takes one index dtype for the whole graph.
+        self.row = self.row.to(self.colptr.dtype)
+
+    def _sample(self, seed: Tensor, seed_time: Optional[Tensor] = None,
+                **kwargs) -> SamplerOutput:
+        if isinstance(seed, dict):
+            raise _not_yet("heterogeneous seeds")
+        if seed_time is not None:
+            raise _not_yet("seed times (input_time / temporal sampling)")
+        rng_seed = int(torch.empty((), dtype=torch.int64).random_())
+        row, col, node, edge, num_sampled_nodes, num_sampled_edges = \
+            torch.ops.iognn.neighbor_sample(
+                self.colptr, self.row, seed.to(self.colptr.dtype).contiguous(),
+                self.num_neighbors.get_mapped_values(), self.replace, self.disjoint, rng_seed)
+        batch = None
+        if self.disjoint:  # node is [num_nodes, 2]: (seed position, global id), as in pyg-lib
+            batch, node = node.t().contiguous()
+        if self.sample_direction == "backward":
+            row, col = col, row
+        return SamplerOutput(node=node, row=row, col=col, edge=edge, batch=batch,
+                             num_sampled_nodes=num_sampled_nodes,
+                             num_sampled_edges=num_sampled_edges)

@@ -1,0 +1,347 @@
+"""iognn.sampler / iognn.loader: PyG's NeighborLoader contract on iognn's CPU neighbour sampler.
+
+Full neighbourhoods against torch_geometric.utils.k_hop_subgraph on every square graph case, the
+batch's structure, uniformity (chi-square), repeats with and without replacement, int32 / int64
+graphs, determinism under torch.manual_seed, the options that raise, and a GraphSAGE training loop.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch_geometric.typing
+from torch_geometric.data import Data, HeteroData
+from torch_geometric.utils import k_hop_subgraph
+
+from conftest import GRAPH_CASES
+from iognn.loader import NeighborLoader
+from iognn.sampler import NeighborSampler
+
+SQUARE_CASES = [c for c in GRAPH_CASES if not isinstance(c[2], tuple)]
+
+
+def to_csc(edge_index: torch.Tensor, num_nodes: int):
+    """(colptr, row, perm): the CSC of edge_index (in-neighbours by destination, stable order)."""
+    src, dst = edge_index.long()
+    perm = torch.sort(dst, stable=True).indices
+    colptr = torch.zeros(num_nodes + 1, dtype=torch.long)
+    colptr[1:] = torch.bincount(dst, minlength=num_nodes).cumsum(0)
+    dtype = edge_index.dtype
+    return colptr.to(dtype), src[perm].to(dtype).contiguous(), perm
+
+
+def sample(colptr, row, seed, fanouts, replace=False, disjoint=False, rng_seed=0):
+    return torch.ops.iognn.neighbor_sample(colptr, row, seed.to(colptr.dtype), fanouts, replace,
+                                           disjoint, rng_seed)
+
+
+def star(degree: int, dtype=torch.long):
+    """CSC of a graph whose node 0 has in-neighbours 1 .. degree."""
+    colptr = torch.full((degree + 2,), degree, dtype=dtype)
+    colptr[0] = 0
+    return colptr, torch.arange(1, degree + 1, dtype=dtype)
+
+
+def graph_data(num_nodes=60, num_edges=300, seed=0, features=8):
+    g = torch.Generator().manual_seed(seed)
+    ei = torch.randint(0, num_nodes, (2, num_edges), generator=g)
+    return Data(x=torch.randn(num_nodes, features, generator=g),
+                y=torch.randint(0, 3, (num_nodes,), generator=g), edge_index=ei,
+                num_nodes=num_nodes)
+
+
+# ---- full neighbourhoods are the k-hop subgraph -------------------------------------------------
+
+@pytest.mark.parametrize("num_hops", [1, 2, 3])
+@pytest.mark.parametrize("case", SQUARE_CASES, ids=[c[0] for c in SQUARE_CASES])
+def test_full_neighbourhoods_are_the_k_hop_subgraph(case, num_hops):
+    _, edge_index, n = case
+    if n == 0:
+        pytest.skip("no node to seed from")
+    seeds = torch.tensor(sorted({0, n // 3, n - 1}))
+    colptr, row, perm = to_csc(edge_index, n)
+    out_row, out_col, node, edge, num_nodes, num_edges = sample(colptr, row, seeds, [-1] * num_hops)
+    for t in (out_row, out_col, node, edge):
+        assert t.dtype == edge_index.dtype
+    subset, _, _, edge_mask = k_hop_subgraph(seeds, num_hops, edge_index.long(), num_nodes=n,
+                                             flow="source_to_target")
+    original = perm[edge.long()]
+    assert torch.equal(original.sort().values, edge_mask.nonzero().view(-1))
+    assert torch.equal(node.long().sort().values, subset)
+    assert torch.equal(node[:seeds.numel()].long(), seeds)
+    # Local ids index node: (node[row], node[col]) is the original edge (source, destination).
+    ei = edge_index.long()[:, original]
+    assert torch.equal(node.long()[out_row.long()], ei[0])
+    assert torch.equal(node.long()[out_col.long()], ei[1])
+    assert sum(num_nodes) == node.numel() and num_nodes[0] == seeds.numel()
+    assert sum(num_edges) == edge.numel() and len(num_edges) == num_hops
+
+
+@pytest.mark.parametrize("case", SQUARE_CASES, ids=[c[0] for c in SQUARE_CASES])
+def test_loader_full_neighbourhoods_match_k_hop_subgraph(case):
+    _, edge_index, n = case
+    if n == 0:
+        pytest.skip("no node to seed from")
+    data = Data(x=torch.arange(n, dtype=torch.float).view(-1, 1), edge_index=edge_index.long(),
+                num_nodes=n)
+    seeds = torch.tensor(sorted({0, n // 2, n - 1}))
+    batch = next(iter(NeighborLoader(data, [-1, -1], input_nodes=seeds,
+                                     batch_size=seeds.numel())))
+    _, _, _, edge_mask = k_hop_subgraph(seeds, 2, data.edge_index, num_nodes=n)
+    assert torch.equal(batch.e_id.sort().values, edge_mask.nonzero().view(-1))
+    assert torch.equal(batch.n_id[batch.edge_index], data.edge_index[:, batch.e_id])
+
+
+# ---- the batch's structure ---------------------------------------------------------------------
+
+def test_batch_has_pygs_structure():
+    data = graph_data()
+    data.edge_attr = torch.randn(data.num_edges, 3)
+    loader = NeighborLoader(data, [4, 3], batch_size=16, shuffle=True)
+    batches = list(loader)
+    assert len(batches) == 4
+    seen = []
+    for b in batches:
+        assert b.n_id.dtype == torch.long and b.e_id.dtype == torch.long
+        assert b.edge_index.dtype == torch.long
+        assert b.batch_size == b.input_id.numel() <= 16
+        assert torch.equal(b.n_id[:b.batch_size], b.input_id)  # input nodes are all nodes
+        assert len(b.num_sampled_nodes) == 3 and len(b.num_sampled_edges) == 2
+        assert b.num_sampled_nodes[0] == b.batch_size
+        assert sum(b.num_sampled_nodes) == b.num_nodes
+        assert sum(b.num_sampled_edges) == b.edge_index.size(1)
+        assert torch.equal(b.x, data.x[b.n_id]) and torch.equal(b.y, data.y[b.n_id])
+        assert torch.equal(b.edge_attr, data.edge_attr[b.e_id])
+        assert int(b.edge_index.max()) < b.num_nodes
+        assert torch.equal(b.n_id[b.edge_index], data.edge_index[:, b.e_id])
+        assert b.n_id.unique().numel() == b.n_id.numel()
+        seen.append(b.input_id)
+    assert torch.equal(torch.cat(seen).sort().values, torch.arange(data.num_nodes))
+
+
+def test_fan_out_bounds_every_nodes_in_edges():
+    data = graph_data(num_nodes=40, num_edges=600)
+    b = next(iter(NeighborLoader(data, [3, 2], batch_size=10)))
+    hop1 = b.edge_index[:, :b.num_sampled_edges[0]]
+    assert int(torch.bincount(hop1[1]).max()) <= 3
+    hop2 = b.edge_index[:, b.num_sampled_edges[0]:]
+    if hop2.numel():
+        assert int(torch.bincount(hop2[1]).max()) <= 2
+
+
+def test_disjoint_batches_carry_one_tree_per_seed():
+    data = graph_data()
+    b = next(iter(NeighborLoader(data, [3, 3], batch_size=8, disjoint=True)))
+    assert torch.equal(b.batch[:8], torch.arange(8))
+    assert torch.equal(b.batch[b.edge_index[0]], b.batch[b.edge_index[1]])
+    assert torch.equal(b.x, data.x[b.n_id])
+
+
+def test_bidirectional_and_backward_sampling():
+    data = graph_data()
+    b = next(iter(NeighborLoader(data, [3, 2], batch_size=8, subgraph_type="bidirectional")))
+    pairs = set(map(tuple, b.edge_index.t().tolist()))
+    assert all((j, i) in pairs for i, j in pairs)
+    sampler = NeighborSampler(data, [-1], sample_direction="backward")
+    loader = NeighborLoader(data, [-1], batch_size=5, neighbor_sampler=sampler)
+    b = next(iter(loader))
+    # Backward with -1: every out-edge of the seeds.
+    out_edges = torch.isin(data.edge_index[0], b.input_id).nonzero().view(-1)
+    assert torch.equal(b.e_id.sort().values, out_edges)
+
+
+def test_link_loader_with_the_iognn_sampler():
+    from torch_geometric.loader import LinkNeighborLoader
+    data = graph_data()
+    loader = LinkNeighborLoader(data, [2, 2], batch_size=20,
+                                neighbor_sampler=NeighborSampler(data, [2, 2]))
+    b = next(iter(loader))
+    assert b.edge_label_index.size(1) == 20
+    assert torch.equal(b.n_id[b.edge_label_index], data.edge_index[:, b.input_id])
+
+
+def test_empty_graph_and_isolated_seeds():
+    data = Data(x=torch.randn(5, 2), edge_index=torch.empty(2, 0, dtype=torch.long))
+    b = next(iter(NeighborLoader(data, [5, -1], batch_size=5)))
+    assert b.edge_index.shape == (2, 0) and b.e_id.numel() == 0
+    assert torch.equal(b.n_id, torch.arange(5))
+    assert b.num_sampled_nodes == [5, 0, 0] and b.num_sampled_edges == [0, 0]
+
+
+def test_duplicate_seeds_keep_their_positions():
+    colptr, row, _ = to_csc(torch.tensor([[1, 2, 0], [0, 0, 1]]), 3)
+    out_row, out_col, node, edge, num_nodes, _ = sample(colptr, row, torch.tensor([0, 1, 0]), [-1])
+    assert node.tolist() == [0, 1, 0, 2]  # each seed position keeps its id; 2 is new
+    assert out_col.tolist() == [0, 0, 1, 2, 2] and out_row.tolist() == [1, 3, 0, 1, 3]
+    assert num_nodes == [3, 1]
+
+
+# ---- randomness ---------------------------------------------------------------------------------
+
+def test_two_of_ten_is_uniform():
+    stats = pytest.importorskip("scipy.stats")
+    colptr, row = star(10)
+    trials = 9000
+    singles = torch.zeros(10, dtype=torch.long)
+    pairs = torch.zeros(10, 10, dtype=torch.long)
+    for t in range(trials):
+        edge = sample(colptr, row, torch.tensor([0]), [2], rng_seed=t)[3]
+        singles[edge] += 1
+        a, b = sorted(edge.tolist())
+        pairs[a, b] += 1
+    assert stats.chisquare(singles.numpy()).pvalue > 1e-4
+    upper = pairs[torch.triu(torch.ones(10, 10, dtype=torch.bool), 1)]
+    assert upper.sum() == trials  # two distinct positions every time
+    assert stats.chisquare(upper.numpy()).pvalue > 1e-4
+
+
+def test_no_repeats_without_replacement_and_repeats_with():
+    colptr, row = star(100)
+    seeds = torch.zeros(50, dtype=torch.long)
+    for k in (5, 70):  # both sides of the kernel's scan limit for taken positions
+        _, out_col, _, edge, _, _ = sample(colptr, row, seeds, [k], rng_seed=3)
+        assert edge.numel() == 50 * k
+        for i in range(50):
+            mine = edge[out_col == i]
+            assert mine.unique().numel() == k and int(mine.min()) >= 0 and int(mine.max()) < 100
+    colptr, row = star(5)
+    edge = sample(colptr, row, torch.tensor([0]), [30], replace=True, rng_seed=1)[3]
+    assert edge.numel() == 30 and set(edge.tolist()) == set(range(5))  # 30 draws of 5: repeats
+
+
+def test_int32_and_int64_graphs_sample_the_same():
+    data = graph_data(num_nodes=80, num_edges=700)
+    colptr, row, _ = to_csc(data.edge_index, 80)
+    seeds = torch.tensor([3, 17, 42, 79])
+    for replace in (False, True):
+        wide = sample(colptr, row, seeds, [4, 3], replace, False, 11)
+        narrow = sample(colptr.int(), row.int(), seeds, [4, 3], replace, False, 11)
+        for a, b in zip(wide[:4], narrow[:4]):
+            assert b.dtype == torch.int32 and torch.equal(a, b.long())
+        assert wide[4:] == narrow[4:]
+
+
+def test_disjoint_op_returns_pyg_libs_node_pairs():
+    colptr, row, _ = to_csc(torch.tensor([[1, 2, 0], [0, 0, 1]]), 3)
+    _, _, node, _, _, _ = sample(colptr, row, torch.tensor([0, 1]), [-1], disjoint=True)
+    assert node.shape == (5, 2)
+    assert node.tolist() == [[0, 0], [1, 1], [0, 1], [0, 2], [1, 0]]
+
+
+def test_manual_seed_makes_a_run_reproducible():
+    data = graph_data()
+
+    def run(seed):
+        torch.manual_seed(seed)
+        return [(b.n_id, b.e_id) for b in NeighborLoader(data, [3, 2], batch_size=16,
+                                                          shuffle=True)]
+
+    first, again, other = run(0), run(0), run(1)
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(first, again))
+    assert any(not torch.equal(a[1], b[1]) for a, b in zip(first, other))
+
+
+# ---- bad inputs and the options that come later -------------------------------------------------
+
+def test_bad_op_inputs_name_the_argument():
+    colptr, row = star(4)
+    with pytest.raises(ValueError, match=r"num_neighbors\[0\]"):
+        sample(colptr, row, torch.tensor([0]), [-2])
+    with pytest.raises(IndexError, match=r"seed\[1\] = 9"):
+        sample(colptr, row, torch.tensor([0, 9]), [1])
+    with pytest.raises(ValueError, match=r"colptr"):
+        sample(colptr[:-1], row, torch.tensor([0]), [1])
+    with pytest.raises(TypeError, match=r"seed"):
+        torch.ops.iognn.neighbor_sample(colptr, row, torch.tensor([0], dtype=torch.int32), [1])
+    with pytest.raises(TypeError, match=r"colptr"):
+        torch.ops.iognn.neighbor_sample(colptr.float(), row, torch.tensor([0]), [1])
+
+
+def test_bad_fan_out_through_the_loader():
+    with pytest.raises(ValueError, match=r"num_neighbors\[1\]"):
+        next(iter(NeighborLoader(graph_data(), [2, -3], batch_size=4)))
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    (dict(weight_attr="w"), "weight_attr='w'"),
+    (dict(time_attr="t"), "time_attr='t'"),
+    (dict(temporal_strategy="last"), "temporal_strategy='last'"),
+    (dict(subgraph_type="induced"), "subgraph_type='induced'"),
+    (dict(directed=False), "directed=False"),
+])
+def test_later_options_raise_naming_the_argument(kwargs, needle):
+    data = graph_data()
+    data.w = torch.rand(data.num_edges)
+    data.t = torch.arange(data.num_nodes)
+    with pytest.raises(NotImplementedError, match=re.escape(needle)):
+        NeighborLoader(data, [2], batch_size=4, **kwargs)
+    with pytest.raises(NotImplementedError, match=re.escape(needle)):
+        NeighborSampler(data, [2], **kwargs)
+
+
+def test_heterogeneous_graphs_raise():
+    data = HeteroData()
+    data["a"].x = torch.randn(4, 2)
+    data["a", "to", "a"].edge_index = torch.tensor([[0, 1], [1, 2]])
+    with pytest.raises(NotImplementedError, match="HeteroData"):
+        NeighborLoader(data, [2], input_nodes="a", batch_size=2)
+
+
+def test_pyg_alone_cannot_sample_here_but_iognn_can():
+    # The environment this loader is for: PyG without pyg-lib or torch-sparse.
+    if torch_geometric.typing.WITH_PYG_LIB or torch_geometric.typing.WITH_TORCH_SPARSE:
+        pytest.skip("pyg-lib or torch-sparse is installed")
+    from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
+    data = graph_data()
+    with pytest.raises(ImportError, match="pyg-lib"):
+        next(iter(PyGNeighborLoader(data, [2], batch_size=4)))
+    assert next(iter(NeighborLoader(data, [2], batch_size=4))).batch_size == 4
+
+
+def test_import_iognn_does_not_load_the_sampler():
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(repo / "python")] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    code = ("import sys, iognn\n"
+            "assert 'iognn.sampler' not in sys.modules and 'iognn.loader' not in sys.modules\n"
+            "assert 'torch_geometric.loader' not in sys.modules\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                            cwd=repo, timeout=300)
+    assert result.returncode == 0, result.stderr
+
+
+# ---- a PyG training loop ------------------------------------------------------------------------
+
+def test_graphsage_training_lowers_the_loss():
+    from torch_geometric.nn import GraphSAGE
+    torch.manual_seed(0)
+    n, classes = 400, 3
+    y = torch.randint(0, classes, (n,))
+    x = torch.randn(n, 16) * 0.5 + torch.nn.functional.one_hot(y, 16).float()
+    # Homophilous edges: mostly between nodes of one class.
+    same = torch.nonzero(y.unsqueeze(0) == y.unsqueeze(1))
+    data = Data(x=x, y=y, edge_index=same[torch.randint(0, same.size(0), (4000,))].t())
+    model = GraphSAGE(16, 32, num_layers=2, out_channels=classes)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    loader = NeighborLoader(data, [10, 5], batch_size=64, shuffle=True, num_workers=0)
+
+    def epoch():
+        total = 0.0
+        for b in loader:
+            opt.zero_grad()
+            out = model(b.x, b.edge_index)[:b.batch_size]
+            loss = torch.nn.functional.cross_entropy(out, b.y[:b.batch_size])
+            loss.backward()
+            opt.step()
+            total += float(loss) * b.batch_size
+        return total / n
+
+    first = epoch()
+    for _ in range(4):
+        last = epoch()
+    assert last < 0.5 * first
