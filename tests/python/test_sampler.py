@@ -1,8 +1,10 @@
-"""iognn.sampler / iognn.loader: PyG's NeighborLoader contract on iognn's CPU neighbour sampler.
+"""iognn.sampler / iognn.loader: PyG's NeighborLoader and LinkNeighborLoader contracts on iognn's
+CPU neighbour sampler.
 
 Full neighbourhoods against torch_geometric.utils.k_hop_subgraph on every square graph case, the
-batch's structure, uniformity (chi-square), repeats with and without replacement, int32 / int64
-graphs, determinism under torch.manual_seed, the options that raise, and a GraphSAGE training loop.
+batch's structure (node and link batches, negative sampling), uniformity (chi-square), repeats with
+and without replacement, int32 / int64 graphs, determinism under torch.manual_seed, the options
+that raise, and GraphSAGE training loops (node classification, link prediction).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from torch_geometric.data import Data, HeteroData
 from torch_geometric.utils import k_hop_subgraph
 
 from conftest import GRAPH_CASES
-from iognn.loader import NeighborLoader
+from iognn.loader import LinkNeighborLoader, NeighborLoader
 from iognn.sampler import NeighborSampler
 
 # Square graphs with a node to seed from (every case but the bipartite ones and "no_nodes").
@@ -162,6 +164,50 @@ def test_link_loader_with_the_iognn_sampler():
     assert torch.equal(b.n_id[b.edge_label_index], data.edge_index[:, b.input_id])
 
 
+def test_link_batch_with_binary_negatives_has_pygs_structure():
+    data = graph_data()
+    torch.manual_seed(0)
+    loader = LinkNeighborLoader(data, [3, 2], batch_size=20, shuffle=True, neg_sampling_ratio=2.0)
+    seen = []
+    for b in loader:
+        pos = b.input_id.numel()
+        assert pos <= 20 and b.edge_label_index.shape == (2, 3 * pos)
+        assert b.edge_label.dtype == torch.float
+        assert torch.equal(b.edge_label, torch.cat([torch.ones(pos), torch.zeros(2 * pos)]))
+        # Positives are the input edges; every endpoint is a seed (local ids of the first hop).
+        assert torch.equal(b.n_id[b.edge_label_index[:, :pos]], data.edge_index[:, b.input_id])
+        assert b.num_sampled_nodes[0] == b.edge_label_index.unique().numel()
+        assert int(b.edge_label_index.max()) < b.num_sampled_nodes[0]
+        assert sum(b.num_sampled_nodes) == b.num_nodes and b.n_id.unique().numel() == b.num_nodes
+        assert torch.equal(b.n_id[b.edge_index], data.edge_index[:, b.e_id])
+        assert torch.equal(b.x, data.x[b.n_id])
+        seen.append(b.input_id)
+    assert torch.equal(torch.cat(seen).sort().values, torch.arange(data.num_edges))
+
+
+def test_link_batch_keeps_given_edge_labels_and_label_index():
+    data = graph_data()
+    label_index = torch.tensor([[0, 5, 9, 33], [1, 5, 40, 2]])
+    label = torch.tensor([2, 0, 1, 1])
+    b = next(iter(LinkNeighborLoader(data, [-1], edge_label_index=label_index, edge_label=label,
+                                     batch_size=4)))
+    assert torch.equal(b.n_id[b.edge_label_index], label_index[:, b.input_id])
+    assert torch.equal(b.edge_label, label[b.input_id])
+    _, _, _, edge_mask = k_hop_subgraph(label_index.unique(), 1, data.edge_index,
+                                        num_nodes=data.num_nodes, directed=True)
+    assert torch.equal(b.e_id.sort().values, edge_mask.nonzero().view(-1))
+
+
+def test_link_loader_triplet_negatives():
+    data = graph_data()
+    b = next(iter(LinkNeighborLoader(data, [2], batch_size=10,
+                                     neg_sampling=dict(mode="triplet", amount=3))))
+    assert b.src_index.shape == (10,) and b.dst_pos_index.shape == (10,)
+    assert b.dst_neg_index.shape == (10, 3)
+    assert torch.equal(b.n_id[b.src_index], data.edge_index[0, b.input_id])
+    assert torch.equal(b.n_id[b.dst_pos_index], data.edge_index[1, b.input_id])
+
+
 def test_empty_graph_and_isolated_seeds():
     data = Data(x=torch.randn(5, 2), edge_index=torch.empty(2, 0, dtype=torch.long))
     b = next(iter(NeighborLoader(data, [5, -1], batch_size=5)))
@@ -278,6 +324,8 @@ def test_later_options_raise_naming_the_argument(kwargs, needle):
     with pytest.raises(NotImplementedError, match=re.escape(needle)):
         NeighborLoader(data, [2], batch_size=4, **kwargs)
     with pytest.raises(NotImplementedError, match=re.escape(needle)):
+        LinkNeighborLoader(data, [2], batch_size=4, **kwargs)
+    with pytest.raises(NotImplementedError, match=re.escape(needle)):
         NeighborSampler(data, [2], **kwargs)
 
 
@@ -287,6 +335,16 @@ def test_heterogeneous_graphs_raise():
     data["a", "to", "a"].edge_index = torch.tensor([[0, 1], [1, 2]])
     with pytest.raises(NotImplementedError, match="HeteroData"):
         NeighborLoader(data, [2], input_nodes="a", batch_size=2)
+    with pytest.raises(NotImplementedError, match="HeteroData"):
+        LinkNeighborLoader(data, [2], edge_label_index=("a", "to", "a"), batch_size=2)
+
+
+def test_link_loader_seed_times_raise_naming_the_argument():
+    data = graph_data()
+    data.t = torch.arange(data.num_nodes)
+    with pytest.raises(NotImplementedError, match="time_attr='t'"):
+        LinkNeighborLoader(data, [2], batch_size=4, time_attr="t",
+                           edge_label_time=torch.zeros(data.num_edges, dtype=torch.long))
 
 
 def test_pyg_alone_cannot_sample_here_but_iognn_can():
@@ -341,3 +399,36 @@ def test_graphsage_training_lowers_the_loss():
     for _ in range(4):
         last = epoch()
     assert last < 0.5 * first
+
+
+def test_link_prediction_training_lowers_the_loss():
+    from torch_geometric.nn import GraphSAGE
+    torch.manual_seed(0)
+    n, classes = 300, 12
+    y = torch.randint(0, classes, (n,))
+    x = torch.randn(n, 16) * 0.5 + torch.nn.functional.one_hot(y, 16).float()
+    # Links within a class only: the dot product of embeddings can tell them from random pairs.
+    same = torch.nonzero(y.unsqueeze(0) == y.unsqueeze(1))
+    data = Data(x=x, edge_index=same[torch.randint(0, same.size(0), (3000,))].t())
+    model = GraphSAGE(16, 32, num_layers=2)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    loader = LinkNeighborLoader(data, [10, 5], batch_size=256, shuffle=True, neg_sampling_ratio=1.0)
+
+    def epoch():
+        total, count = 0.0, 0
+        for b in loader:
+            opt.zero_grad()
+            h = model(b.x, b.edge_index)
+            src, dst = b.edge_label_index
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(
+                (h[src] * h[dst]).sum(-1), b.edge_label)
+            loss.backward()
+            opt.step()
+            total += loss.item() * b.edge_label.numel()
+            count += b.edge_label.numel()
+        return total / count
+
+    first = epoch()
+    for _ in range(5):
+        last = epoch()
+    assert last < 0.8 * first
