@@ -4,11 +4,13 @@
 //   node  [num_nodes]     global ids, or [num_nodes, 2] (seed position, global id) with disjoint
 //   num_sampled_nodes (num_hops + 1 entries), num_sampled_edges (num_hops entries)
 // all index tensors in the graph's index dtype. rng_seed's 64 bits are the generator's key.
+// weight (optional): float64 [len(row)], the edge weights in CSC order (weighted sampling).
 // CPU only: no CUDA kernel yet (a CUDA input raises NotImplementedError); no Meta kernel (the
 // output sizes depend on the graph's data); no autograd (sampling is not differentiable).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -34,7 +36,8 @@ at::Tensor adopt(std::vector<T>&& values, const at::TensorOptions& options) {
 
 SampleOutputs neighbor_sample_cpu(const at::Tensor& colptr, const at::Tensor& row,
                                   const at::Tensor& seed, at::IntArrayRef num_neighbors,
-                                  bool replace, bool disjoint, int64_t rng_seed) {
+                                  bool replace, bool disjoint, int64_t rng_seed,
+                                  const std::optional<at::Tensor>& weight) {
   check_index_vector(colptr, kNeighborSample, "colptr");
   check_index_vector(row, kNeighborSample, "row");
   check_index_vector(seed, kNeighborSample, "seed");
@@ -42,7 +45,14 @@ SampleOutputs neighbor_sample_cpu(const at::Tensor& colptr, const at::Tensor& ro
   check_same_index_dtype(colptr, seed, kNeighborSample, "seed");
   TORCH_CHECK_VALUE(colptr.numel() >= 1, kNeighborSample,
                     ": colptr must have num_nodes + 1 >= 1 entries, got none");
-  const NeighborSampleOptions options{replace, disjoint, static_cast<uint64_t>(rng_seed)};
+  if (weight) {
+    check_dim(*weight, 1, kNeighborSample, "weight");
+    check_dtype(*weight, at::kDouble, kNeighborSample, "weight");
+    check_size(*weight, 0, row.numel(), kNeighborSample, "weight", "entries (one per entry of row)");
+    TORCH_CHECK_VALUE(weight->is_contiguous(), kNeighborSample, ": weight must be contiguous");
+  }
+  const NeighborSampleOptions options{replace, disjoint, static_cast<uint64_t>(rng_seed),
+                                      optional_cptr<double>(weight)};
   const std::vector<int64_t> fanouts(num_neighbors.begin(), num_neighbors.end());
   const at::TensorOptions index_options = colptr.options();
   SampleOutputs out;
@@ -66,7 +76,8 @@ SampleOutputs neighbor_sample_cpu(const at::Tensor& colptr, const at::Tensor& ro
 TORCH_LIBRARY_FRAGMENT(iognn, m) {
   m.def(
       "neighbor_sample(Tensor colptr, Tensor row, Tensor seed, int[] num_neighbors, "
-      "bool replace=False, bool disjoint=False, int rng_seed=0) -> (Tensor row, Tensor col, "
+      "bool replace=False, bool disjoint=False, int rng_seed=0, Tensor? weight=None) -> "
+      "(Tensor row, Tensor col, "
       "Tensor node, Tensor edge_id, int[] num_sampled_nodes, int[] num_sampled_edges)");
 }
 
@@ -79,9 +90,14 @@ TORCH_LIBRARY_IMPL(iognn, CPU, m) { m.impl("neighbor_sample", &neighbor_sample_c
 TORCH_LIBRARY_IMPL(iognn, CUDA, m) {
   m.impl("neighbor_sample",
          [](const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& seed,
-            at::IntArrayRef, bool, bool, int64_t) -> SampleOutputs {
+            at::IntArrayRef, bool, bool, int64_t,
+            const std::optional<at::Tensor>& weight) -> SampleOutputs {
+           const bool weight_cuda = weight && weight->is_cuda();
            not_implemented_on(kNeighborSample,
-                              colptr.is_cuda() ? colptr : (row.is_cuda() ? row : seed));
+                              colptr.is_cuda() ? colptr
+                              : row.is_cuda()  ? row
+                              : seed.is_cuda() ? seed
+                                               : (weight_cuda ? *weight : colptr));
          });
 }
 #endif

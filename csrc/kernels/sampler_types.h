@@ -7,6 +7,15 @@
 //   k < 0 or (k >= degree without replacement)  every position, in CSC order;
 //   without replacement                         k distinct positions, uniformly (Floyd's method);
 //   with replacement                            k independent uniform positions (repeats occur).
+// With edge weights (options.weight: finite, >= 0) a zero-weight position is never sampled and the
+// population is the node's positive-weight positions:
+//   k < 0 or (k >= positives without replacement)  every positive-weight position, in CSC order;
+//   without replacement  k distinct positions, drawn in turn with probability proportional to
+//                        weight among those left (torch.multinomial's distribution, which pyg-lib
+//                        uses; here: the k smallest exponential keys E / w, E ~ Exp(1));
+//   with replacement     k independent positions, each with probability w / sum(w).
+// pyg-lib differs at the edges: it takes zero-weight positions too when it takes every position
+// (k < 0 or k >= degree), and raises when 0 < positives < k < degree or when all weights are 0.
 // Sampled neighbours are relabelled to local ids in the order they are first seen: the seeds take
 // 0 .. num_seeds - 1 (each seed position its own id, so a duplicated seed is sampled once per
 // position and node[:num_seeds] == seed always; a neighbour equal to a duplicated seed takes the
@@ -24,9 +33,12 @@
 // Randomness: draw d of the frontier node with local id l is a pure function of
 // (rng_seed, l, d) (a SplitMix64-style counter hash, as in core/dropout_rng.h), so a result
 // depends on rng_seed only: not on thread count or on how the frontier is split across threads.
+// (Weighted sampling without replacement draws one key per in-edge: d is its offset in the node's
+// CSC range.)
 //
 // Validation: seeds, fan-outs and colptr's ends are checked up front; colptr's entries and row's
-// values are checked where the sampler reads them (O(sampled edges), not O(E), per call). Errors
+// values are checked where the sampler reads them (O(sampled edges), not O(E), per call), and so
+// are the weights (every in-edge weight of each expanded node, as the draws read them all). Errors
 // name the argument (IndexError: a node id out of range; ValueError: anything else).
 //
 // There is no Meta kernel: the output sizes depend on the graph's data, not only on the input
@@ -51,6 +63,9 @@ struct NeighborSampleOptions {
   bool replace = false;
   bool disjoint = false;
   uint64_t rng_seed = 0;
+  // Edge weights in CSC order (one per entry of row), or nullptr for uniform sampling. fp64: it
+  // holds fp32 / fp16 / bf16 weights exactly, and the exponential keys keep their resolution.
+  const double* weight = nullptr;
 };
 
 template <typename index_t>

@@ -5,8 +5,9 @@ sampling call served by ``torch.ops.iognn.neighbor_sample`` (CPU, ``csrc/kernels
 ``torch.ops.pyg.neighbor_sample``: the graph's CSC, the seed handling, the outputs
 (:class:`~torch_geometric.sampler.SamplerOutput`) and everything the loaders do with them stay
 PyG's. Each batch draws its generator key from torch's default generator, so ``torch.manual_seed``
-makes a run reproducible. Options not supported yet (heterogeneous graphs, weighted and temporal
-sampling, induced subgraphs) raise ``NotImplementedError`` naming the argument. See docs/sampler.md.
+makes a run reproducible. ``weight_attr`` samples by edge weight (pyg-lib's distribution). Options
+not supported yet (heterogeneous graphs, temporal sampling, induced subgraphs) raise
+``NotImplementedError`` naming the argument. See docs/sampler.md.
 
 This module imports torch_geometric; ``import iognn`` does not import it.
 """
@@ -29,7 +30,7 @@ __all__ = ["NeighborSampler"]
 def _not_yet(what: str) -> NotImplementedError:
     return NotImplementedError(
         f"iognn.sampler.NeighborSampler: {what} is not supported yet (this release samples "
-        f"homogeneous graphs uniformly on the CPU)")
+        f"homogeneous graphs on the CPU)")
 
 
 def _reject_unsupported(data: Any, subgraph_type: Any, temporal_strategy: str,
@@ -37,8 +38,8 @@ def _reject_unsupported(data: Any, subgraph_type: Any, temporal_strategy: str,
                         directed: bool) -> None:
     if DataType.from_data(data) == DataType.heterogeneous:
         raise _not_yet("a heterogeneous graph (HeteroData)")
-    if weight_attr is not None:
-        raise _not_yet(f"weight_attr={weight_attr!r} (weighted sampling)")
+    if weight_attr is not None and DataType.from_data(data) != DataType.homogeneous:
+        raise _not_yet(f"weight_attr={weight_attr!r} with a feature/graph store")
     if time_attr is not None:
         raise _not_yet(f"time_attr={time_attr!r} (temporal sampling)")
     if temporal_strategy != "uniform":
@@ -53,10 +54,12 @@ class NeighborSampler(PyGNeighborSampler):
     """PyG's in-memory ``NeighborSampler`` (same arguments) sampling with iognn's CPU kernel.
 
     Supported: homogeneous ``Data`` (or a homogeneous feature/graph store), per-hop fan-outs
-    (``-1``: every neighbour), ``replace``, ``disjoint``, ``subgraph_type`` ``'directional'`` and
+    (``-1``: every neighbour), ``replace``, ``disjoint``, ``weight_attr`` (with ``Data``: an edge
+    attribute of finite, non-negative weights), ``subgraph_type`` ``'directional'`` and
     ``'bidirectional'``, ``sample_direction``, node and edge (link) seeds. Raising
-    ``NotImplementedError``: ``HeteroData``, ``weight_attr``, ``time_attr`` / ``input_time``,
-    ``temporal_strategy`` other than ``'uniform'``, ``subgraph_type='induced'`` / ``directed=False``.
+    ``NotImplementedError``: ``HeteroData``, ``weight_attr`` with a feature/graph store,
+    ``time_attr`` / ``input_time``, ``temporal_strategy`` other than ``'uniform'``,
+    ``subgraph_type='induced'`` / ``directed=False``.
     """
 
     def __init__(self, data, num_neighbors, subgraph_type="directional", replace: bool = False,
@@ -69,15 +72,24 @@ class NeighborSampler(PyGNeighborSampler):
         with warnings.catch_warnings():
             # PyG warns that sampling without pyg-lib is deprecated: this sampler needs neither.
             warnings.filterwarnings("ignore", message=r".*without a 'pyg-lib' installation")
+            # PyG refuses weight_attr without pyg-lib, so the weights are set below, as PyG
+            # sets them: the edge attribute in CSC order (through PyG's edge permutation).
             super().__init__(data, num_neighbors, subgraph_type=subgraph_type, replace=replace,
                              disjoint=disjoint, temporal_strategy=temporal_strategy,
-                             time_attr=time_attr, weight_attr=weight_attr, is_sorted=is_sorted,
+                             time_attr=time_attr, weight_attr=None, is_sorted=is_sorted,
                              share_memory=share_memory, directed=directed,
                              sample_direction=sample_direction)
         if self.is_hetero:  # a heterogeneous feature/graph store
             raise _not_yet("a heterogeneous feature/graph store")
-        # The kernel takes one index dtype for the whole graph.
+        # The kernel takes one index dtype for the whole graph, and fp64 weights.
         self.row = self.row.to(self.colptr.dtype)
+        if weight_attr is not None:
+            weight = data[weight_attr]
+            if self.perm is not None:
+                weight = weight[self.perm]
+            self.edge_weight = weight.to(torch.float64).contiguous()
+            if share_memory:
+                self.edge_weight.share_memory_()
 
     def _sample(self, seed: Tensor, seed_time: Optional[Tensor] = None,
                 **kwargs) -> SamplerOutput:
@@ -89,7 +101,8 @@ class NeighborSampler(PyGNeighborSampler):
         row, col, node, edge, num_sampled_nodes, num_sampled_edges = \
             torch.ops.iognn.neighbor_sample(
                 self.colptr, self.row, seed.to(self.colptr.dtype).contiguous(),
-                self.num_neighbors.get_mapped_values(), self.replace, self.disjoint, rng_seed)
+                self.num_neighbors.get_mapped_values(), self.replace, self.disjoint, rng_seed,
+                self.edge_weight)
         batch = None
         if self.disjoint:  # node is [num_nodes, 2]: (seed position, global id), as in pyg-lib
             batch, node = node.t().contiguous()

@@ -1,6 +1,7 @@
 // Host neighbour sampler (kernels/cpu/neighbor_sample.h) on hand-checked graphs: full
 // neighbourhoods in CSC order, relabelling order, disjoint trees, duplicate seeds, no repeats
-// without replacement, repeats with it, uniformity, determinism, and the argument errors.
+// without replacement, repeats with it, uniformity, determinism, and the argument errors; weighted
+// sampling (zero weights, equal weights against uniform statistics, determinism, bad weights).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -44,17 +45,26 @@ Csc<int64_t> star(int64_t degree) {
 template <typename I>
 SampledSubgraph<I> sample(const Csc<I>& g, const std::vector<I>& seeds,
                           const std::vector<int64_t>& fanouts, bool replace = false,
-                          bool disjoint = false, uint64_t rng_seed = 0) {
-  return cpu::neighbor_sample<I>(g.colptr.data(), g.num_nodes(), g.row.data(),
-                                 int64_t(g.row.size()), seeds.data(), int64_t(seeds.size()),
-                                 fanouts, NeighborSampleOptions{replace, disjoint, rng_seed});
+                          bool disjoint = false, uint64_t rng_seed = 0,
+                          const std::vector<double>* weight = nullptr) {
+  return cpu::neighbor_sample<I>(
+      g.colptr.data(), g.num_nodes(), g.row.data(), int64_t(g.row.size()), seeds.data(),
+      int64_t(seeds.size()), fanouts,
+      NeighborSampleOptions{replace, disjoint, rng_seed, weight ? weight->data() : nullptr});
 }
+
 
 using Vec = std::vector<int64_t>;
 
 template <typename I>
 Vec widen(const std::vector<I>& v) {
   return Vec(v.begin(), v.end());
+}
+
+// Node 0 of star(degree) sampled with `weight`: the positions of one draw of k.
+Vec weighted_draw(const Csc<int64_t>& g, const std::vector<double>& weight, int64_t k, bool replace,
+                  uint64_t rng_seed) {
+  return widen(sample<int64_t>(g, {0}, {k}, replace, false, rng_seed, &weight).edge);
 }
 
 template <typename I>
@@ -213,6 +223,99 @@ TEST(NeighborSample, ErrorsNameTheArgument) {
   auto bad_row = g;
   bad_row.row[1] = 9;
   expect_error<IndexError>([&] { sample<int64_t>(bad_row, {0}, {-1}); }, "row[1] = 9");
+}
+
+TEST(NeighborSampleWeighted, ZeroWeightsAreNeverDrawn) {
+  const auto g = star(8);
+  const std::vector<double> weight{0, 2, 0, 1, 0, 0, 3, 0};  // positives at 1, 3, 6
+  for (const bool replace : {false, true}) {
+    for (uint64_t rng = 0; rng < 200; ++rng) {
+      for (const int64_t p : weighted_draw(g, weight, 2, replace, rng))
+        EXPECT_TRUE(p == 1 || p == 3 || p == 6) << "position " << p << " replace=" << replace;
+    }
+  }
+  // k at or above the positives without replacement, and k = -1: every positive, in CSC order.
+  EXPECT_EQ(weighted_draw(g, weight, 3, false, 5), (Vec{1, 3, 6}));
+  EXPECT_EQ(weighted_draw(g, weight, 7, false, 5), (Vec{1, 3, 6}));
+  EXPECT_EQ(weighted_draw(g, weight, -1, false, 5), (Vec{1, 3, 6}));
+  EXPECT_EQ(weighted_draw(g, weight, -1, true, 5), (Vec{1, 3, 6}));
+  // No positive weight: nothing to sample, as for an isolated node.
+  const std::vector<double> zeros(8, 0.0);
+  for (const bool replace : {false, true}) {
+    const auto s = sample<int64_t>(g, {0}, {3}, replace, false, 1, &zeros);
+    EXPECT_TRUE(s.edge.empty());
+    EXPECT_EQ(s.num_sampled_nodes, (Vec{1, 0}));
+  }
+}
+
+TEST(NeighborSampleWeighted, EqualWeightsMatchUniformStatistics) {
+  const auto g = star(10);
+  const std::vector<double> weight(10, 0.25);
+  const int trials = 20000;
+  std::vector<int64_t> without(10, 0), with(10, 0);
+  for (int t = 0; t < trials; ++t) {
+    const Vec picked = weighted_draw(g, weight, 2, false, uint64_t(t));
+    ASSERT_EQ(picked.size(), 2u);
+    EXPECT_NE(picked[0], picked[1]);
+    for (const int64_t p : picked) ++without[size_t(p)];
+    for (const int64_t p : weighted_draw(g, weight, 2, true, uint64_t(t))) ++with[size_t(p)];
+  }
+  // Each position is taken with probability 1/5 either way: 4000 hits, standard deviation < 63.
+  for (int p = 0; p < 10; ++p) {
+    EXPECT_NEAR(double(without[size_t(p)]), 4000.0, 300.0) << "position " << p;
+    EXPECT_NEAR(double(with[size_t(p)]), 4000.0, 300.0) << "position " << p;
+  }
+}
+
+TEST(NeighborSampleWeighted, FollowsTheWeightsWithReplacement) {
+  const auto g = star(4);
+  const std::vector<double> weight{1, 2, 3, 4};
+  const int draws = 40000;
+  std::vector<int64_t> hits(4, 0);
+  for (const int64_t p : weighted_draw(g, weight, draws, true, 3)) ++hits[size_t(p)];
+  for (int p = 0; p < 4; ++p)  // expected draws * (p + 1) / 10; standard deviation < 100
+    EXPECT_NEAR(double(hits[size_t(p)]), draws * (p + 1) / 10.0, 500.0) << "position " << p;
+}
+
+TEST(NeighborSampleWeighted, DeterministicBySeedAndThreadCount) {
+  const auto g = star(1000);
+  std::vector<double> weight(1000);
+  for (size_t j = 0; j < weight.size(); ++j) weight[j] = double(j % 7);
+  const std::vector<int64_t> seeds(300, 0);
+  for (const bool replace : {false, true}) {
+    const auto a = sample<int64_t>(g, seeds, {5, 3}, replace, false, 42, &weight);
+    const auto b = sample<int64_t>(g, seeds, {5, 3}, replace, false, 42, &weight);
+    const auto c = sample<int64_t>(g, seeds, {5, 3}, replace, false, 43, &weight);
+    EXPECT_EQ(a.edge, b.edge);
+    EXPECT_EQ(a.node, b.node);
+    EXPECT_NE(a.edge, c.edge);
+#if defined(_OPENMP)
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const auto serial = sample<int64_t>(g, seeds, {5, 3}, replace, false, 42, &weight);
+    omp_set_num_threads(4);
+    const auto parallel = sample<int64_t>(g, seeds, {5, 3}, replace, false, 42, &weight);
+    omp_set_num_threads(threads);
+    EXPECT_EQ(serial.edge, a.edge);
+    EXPECT_EQ(parallel.edge, a.edge);
+#endif
+  }
+}
+
+TEST(NeighborSampleWeighted, BadWeightsNameTheArgument) {
+  const auto g = small_graph<int64_t>();
+  std::vector<double> weight(8, 1.0);
+  weight[1] = -0.5;
+  expect_error<ValueError>([&] { sample<int64_t>(g, {0}, {1}, false, false, 0, &weight); },
+                           "weight[1] = -0.5");
+  weight[1] = std::nan("");
+  expect_error<ValueError>([&] { sample<int64_t>(g, {0}, {1}, true, false, 0, &weight); },
+                           "weight[1]");
+  weight[1] = 1.0;
+  weight[6] = INFINITY;  // node 4's range: read only when node 4 is expanded
+  EXPECT_NO_THROW(sample<int64_t>(g, {0}, {-1}, false, false, 0, &weight));
+  expect_error<ValueError>([&] { sample<int64_t>(g, {4}, {1}, false, false, 0, &weight); },
+                           "weight[6]");
 }
 
 }  // namespace

@@ -311,7 +311,6 @@ def test_bad_fan_out_through_the_loader():
 
 
 @pytest.mark.parametrize("kwargs, needle", [
-    (dict(weight_attr="w"), "weight_attr='w'"),
     (dict(time_attr="t"), "time_attr='t'"),
     (dict(temporal_strategy="last"), "temporal_strategy='last'"),
     (dict(subgraph_type="induced"), "subgraph_type='induced'"),

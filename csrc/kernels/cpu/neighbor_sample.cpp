@@ -1,12 +1,13 @@
 // Neighbour sampling, host kernel (contract: kernels/sampler_types.h).
 //
 // Each hop runs in three passes over its frontier: sample sizes and their prefix sums (checking the
-// frontier's colptr entries), the draws (in parallel: every frontier node writes its own slice, and
+// frontier's colptr entries, and its weights when there are weights), the draws (in parallel: every frontier node writes its own slice, and
 // its draws depend on its local id only), and the relabelling (sequential: ids are given in the
 // order nodes are first seen).
 #include "kernels/cpu/neighbor_sample.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <unordered_map>
@@ -27,17 +28,28 @@ uint64_t mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-// Draw `draw` of the frontier node with local id `local`: uniform in [0, n) (n >= 1). The
-// multiply-high map has a bias below n / 2^64, far under any test's resolution.
+// The bits of draw `draw` of the frontier node with local id `local`.
+uint64_t draw_bits(uint64_t rng_seed, uint64_t local, uint64_t draw) {
+  return mix64(mix64(rng_seed + (local + 1) * kGolden) + (draw + 1) * kGolden);
+}
+
+// Uniform in [0, n) (n >= 1). The multiply-high map has a bias below n / 2^64, far under any
+// test's resolution.
 int64_t uniform_below(uint64_t rng_seed, uint64_t local, uint64_t draw, int64_t n) {
-  const uint64_t bits = mix64(mix64(rng_seed + (local + 1) * kGolden) + (draw + 1) * kGolden);
+  const uint64_t bits = draw_bits(rng_seed, local, draw);
   return int64_t((static_cast<unsigned __int128>(bits) * uint64_t(n)) >> 64);
 }
 
-// How many positions a node of in-degree `degree` contributes with fan-out k.
-int64_t sample_size(int64_t degree, int64_t k, bool replace) {
-  if (k < 0 || degree == 0) return degree;
-  return replace ? k : std::min(k, degree);
+// Uniform in [0, 1), on the 53 bits a double holds.
+double unit_interval(uint64_t rng_seed, uint64_t local, uint64_t draw) {
+  return double(draw_bits(rng_seed, local, draw) >> 11) * 0x1.0p-53;
+}
+
+// How many positions a node contributes with fan-out k: `population` is its in-degree, or with
+// weights its number of positive-weight in-edges (zero-weight edges are never sampled).
+int64_t sample_size(int64_t population, int64_t k, bool replace) {
+  if (k < 0 || population == 0) return population;
+  return replace ? k : std::min(k, population);
 }
 
 // Floyd's method keeps a set of the positions taken so far: the slice itself is scanned while it
@@ -69,6 +81,67 @@ void sample_node(int64_t begin, int64_t degree, int64_t k, bool replace, uint64_
       if (k > kScanLimit) taken.insert(t);
       out[d] = index_t(begin + t);
     }
+  }
+}
+
+// The number of positive weights among weight[lo, hi), checking that each is finite and >= 0.
+int64_t count_positive_weights(const double* weight, int64_t lo, int64_t hi) {
+  int64_t positive = 0;
+  for (int64_t p = lo; p < hi; ++p) {
+    IOGNN_CHECK(std::isfinite(weight[p]) && weight[p] >= 0, ValueError, "neighbor_sample: weight[",
+                p, "] = ", weight[p], " must be finite and >= 0");
+    positive += weight[p] > 0;
+  }
+  return positive;
+}
+
+// Scratch space of one thread for weighted draws, reused across its frontier nodes.
+struct WeightedScratch {
+  std::vector<double> prefix;                    // running sums of a node's weights
+  std::vector<std::pair<double, int64_t>> keys;  // (exponential key, position) per positive weight
+};
+
+// The weighted counterpart of sample_node (weights already checked; `positive` of them > 0):
+//   k < 0 or (k >= positive without replacement)  every positive-weight position, in CSC order;
+//   with replacement     k independent draws, position j with probability w[j] / sum(w);
+//   without replacement  k distinct positions drawn one after another, each with probability
+//                        proportional to its weight among those left (torch.multinomial's
+//                        distribution, which pyg-lib uses): the k smallest exponential keys
+//                        E_j / w[j], E_j ~ Exp(1), in increasing key order (the draw order).
+template <typename index_t>
+void sample_node_weighted(const double* weight, int64_t begin, int64_t degree, int64_t positive,
+                          int64_t k, bool replace, uint64_t rng_seed, uint64_t local,
+                          WeightedScratch& scratch, index_t* out) {
+  const double* w = weight + begin;
+  if (k < 0 || (!replace && k >= positive)) {
+    for (int64_t j = 0, o = 0; j < degree; ++j)
+      if (w[j] > 0) out[o++] = index_t(begin + j);
+  } else if (replace) {
+    if (positive == 0) return;
+    scratch.prefix.resize(size_t(degree));
+    double total = 0;
+    int64_t last_positive = 0;
+    for (int64_t j = 0; j < degree; ++j) {
+      total += w[j];
+      scratch.prefix[size_t(j)] = total;
+      if (w[j] > 0) last_positive = j;
+    }
+    // The first running sum above u is a positive weight's; u rounding up to the total would
+    // find none, and takes the last positive weight instead.
+    for (int64_t d = 0; d < k; ++d) {
+      const double u = unit_interval(rng_seed, local, uint64_t(d)) * total;
+      const int64_t j =
+          std::upper_bound(scratch.prefix.begin(), scratch.prefix.end(), u) - scratch.prefix.begin();
+      out[d] = index_t(begin + (j < degree ? j : last_positive));
+    }
+  } else {
+    scratch.keys.clear();
+    for (int64_t j = 0; j < degree; ++j)
+      if (w[j] > 0)
+        scratch.keys.emplace_back(-std::log1p(-unit_interval(rng_seed, local, uint64_t(j))) / w[j],
+                                  j);
+    std::partial_sort(scratch.keys.begin(), scratch.keys.begin() + k, scratch.keys.end());
+    for (int64_t d = 0; d < k; ++d) out[d] = index_t(begin + scratch.keys[size_t(d)].second);
   }
 }
 
@@ -141,20 +214,24 @@ SampledSubgraph<index_t> neighbor_sample(const index_t* colptr, int64_t num_node
   }
   out.num_sampled_nodes.push_back(num_seeds);
 
-  std::vector<int64_t> offsets;
+  const double* weight = options.weight;
+  std::vector<int64_t> offsets, positives;  // positives: per frontier node, with weights only
   int64_t begin = 0;  // the frontier: the local ids [begin, end) found by the previous hop
   for (const int64_t k : num_neighbors) {
     const int64_t end = int64_t(out.node.size());
     // Pass 1: sample sizes, checking the colptr entries of the frontier.
     offsets.assign(size_t(end - begin + 1), 0);
+    if (weight) positives.assign(size_t(end - begin), 0);
     for (int64_t i = begin; i < end; ++i) {
       const int64_t v = out.node[size_t(i)];
       const int64_t lo = colptr[v], hi = colptr[v + 1];
       IOGNN_CHECK(0 <= lo && lo <= hi && hi <= num_edges, ValueError,
                   "neighbor_sample: colptr must be non-decreasing within [0, ", num_edges,
                   "], but colptr[", v, "] = ", lo, " and colptr[", v + 1, "] = ", hi);
+      int64_t population = hi - lo;
+      if (weight) population = positives[size_t(i - begin)] = count_positive_weights(weight, lo, hi);
       offsets[size_t(i - begin + 1)] =
-          offsets[size_t(i - begin)] + sample_size(hi - lo, k, options.replace);
+          offsets[size_t(i - begin)] + sample_size(population, k, options.replace);
     }
     const int64_t first_edge = int64_t(out.edge.size());
     const int64_t hop_edges = offsets.back();
@@ -162,12 +239,19 @@ SampledSubgraph<index_t> neighbor_sample(const index_t* colptr, int64_t num_node
     out.col.resize(size_t(first_edge + hop_edges));
     // Pass 2: the draws, each frontier node into its own slice.
     parallel_for(begin, end, 64, [&](int64_t lo, int64_t hi) {
+      WeightedScratch scratch;
       for (int64_t i = lo; i < hi; ++i) {
         const int64_t v = out.node[size_t(i)];
         const int64_t slice = first_edge + offsets[size_t(i - begin)];
         const int64_t slice_end = first_edge + offsets[size_t(i - begin + 1)];
-        sample_node<index_t>(colptr[v], int64_t(colptr[v + 1]) - colptr[v], k, options.replace,
-                             options.rng_seed, uint64_t(i), out.edge.data() + slice);
+        const int64_t degree = int64_t(colptr[v + 1]) - colptr[v];
+        if (weight)
+          sample_node_weighted<index_t>(weight, colptr[v], degree, positives[size_t(i - begin)], k,
+                                        options.replace, options.rng_seed, uint64_t(i), scratch,
+                                        out.edge.data() + slice);
+        else
+          sample_node<index_t>(colptr[v], degree, k, options.replace, options.rng_seed,
+                               uint64_t(i), out.edge.data() + slice);
         std::fill(out.col.begin() + slice, out.col.begin() + slice_end, index_t(i));
       }
     });
