@@ -49,7 +49,8 @@
 //   host kernel                    kernels/cpu/neighbor_sample.{h,cpp}
 //   binding                        binding/sampler.cpp (schema, checks, host backend)
 //   Python                         python/iognn/sampler.py (PyG NeighborSampler subclass),
-//                                  python/iognn/loader.py (PyG NeighborLoader with that sampler)
+//                                  python/iognn/loader.py (PyG NeighborLoader, LinkNeighborLoader
+//                                  with that sampler)
 //   tests                          tests/cpp/test_neighbor_sample.cpp, tests/python/test_sampler.py
 //   docs                           docs/sampler.md
 #pragma once

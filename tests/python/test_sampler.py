@@ -2,8 +2,8 @@
 CPU neighbour sampler.
 
 Full neighbourhoods against torch_geometric.utils.k_hop_subgraph on every square graph case, the
-batch's structure (node and link batches, negative sampling), uniformity (chi-square), repeats with
-and without replacement, int32 / int64 graphs, determinism under torch.manual_seed, the options
+batch's structure (node and link batches, negative sampling), uniformity and weighted sampling
+(chi-square against the exact distributions), repeats with and without replacement, int32 / int64 graphs, determinism under torch.manual_seed, the options
 that raise, and GraphSAGE training loops (node classification, link prediction).
 """
 from __future__ import annotations
@@ -38,9 +38,9 @@ def to_csc(edge_index: torch.Tensor, num_nodes: int):
     return colptr.to(dtype), src[perm].to(dtype).contiguous(), perm
 
 
-def sample(colptr, row, seed, fanouts, replace=False, disjoint=False, rng_seed=0):
+def sample(colptr, row, seed, fanouts, replace=False, disjoint=False, rng_seed=0, weight=None):
     return torch.ops.iognn.neighbor_sample(colptr, row, seed.to(colptr.dtype), fanouts, replace,
-                                           disjoint, rng_seed)
+                                           disjoint, rng_seed, weight)
 
 
 def star(degree: int, dtype=torch.long):
@@ -255,6 +255,108 @@ def test_no_repeats_without_replacement_and_repeats_with():
     colptr, row = star(5)
     edge = sample(colptr, row, torch.tensor([0]), [30], replace=True, rng_seed=1)[3]
     assert edge.numel() == 30 and set(edge.tolist()) == set(range(5))  # 30 draws of 5: repeats
+
+
+# Weights of star(5)'s in-edges: one zero, the rest unequal.
+STAR_WEIGHTS = torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
+
+
+def test_weighted_draws_with_replacement_follow_the_weights():
+    stats = pytest.importorskip("scipy.stats")
+    colptr, row = star(5)
+    hits = torch.zeros(5, dtype=torch.long)
+    for t in range(300):
+        edge = sample(colptr, row, torch.tensor([0]), [20], True, False, t, STAR_WEIGHTS)[3]
+        assert edge.numel() == 20
+        hits += torch.bincount(edge, minlength=5)
+    assert hits[0] == 0  # the zero-weight edge is never drawn
+    expected = STAR_WEIGHTS[1:] / STAR_WEIGHTS.sum() * hits.sum()
+    assert stats.chisquare(hits[1:].numpy(), expected.numpy()).pvalue > 1e-4
+
+
+def test_weighted_draws_without_replacement_follow_successive_sampling():
+    # pyg-lib draws with torch.multinomial: k distinct edges, each drawn in turn with probability
+    # proportional to its weight among those left. For k = 2 the ordered pair (i, j) has
+    # probability w_i / W * w_j / (W - w_i).
+    stats = pytest.importorskip("scipy.stats")
+    colptr, row = star(5)
+    w, total = STAR_WEIGHTS, float(STAR_WEIGHTS.sum())
+    trials = 6000
+    ordered = torch.zeros(5, 5, dtype=torch.long)
+    for t in range(trials):
+        edge = sample(colptr, row, torch.tensor([0]), [2], False, False, t, w)[3].tolist()
+        assert len(edge) == 2 and edge[0] != edge[1] and 0 not in edge  # no repeats, no zeros
+        ordered[edge[0], edge[1]] += 1
+    expected = torch.zeros(5, 5, dtype=torch.float64)
+    for i in range(1, 5):
+        for j in range(1, 5):
+            if i != j:
+                expected[i, j] = w[i] / total * w[j] / (total - w[i])
+    mask = expected > 0
+    assert int(ordered[~mask].sum()) == 0
+    assert stats.chisquare(ordered[mask].numpy(), (expected[mask] * trials).numpy()).pvalue > 1e-4
+    # Unordered: the edge set a node receives, whatever the order of the draws.
+    unordered = (ordered + ordered.t())[torch.triu(mask, 1)]
+    expected_unordered = (expected + expected.t())[torch.triu(mask, 1)] * trials
+    assert stats.chisquare(unordered.numpy(), expected_unordered.numpy()).pvalue > 1e-4
+
+
+def test_weighted_without_replacement_never_repeats_and_takes_every_positive():
+    colptr, row = star(100)
+    weight = torch.rand(100, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    weight[::3] = 0  # 66 positive weights
+    seeds = torch.zeros(40, dtype=torch.long)
+    for k in (5, 65):
+        _, out_col, _, edge, _, _ = sample(colptr, row, seeds, [k], False, False, 7, weight)
+        assert edge.numel() == 40 * k
+        for i in range(40):
+            mine = edge[out_col == i]
+            assert mine.unique().numel() == k and bool((weight[mine] > 0).all())
+    for k in (66, 80, -1):  # k at or above the positives: every positive edge, in CSC order
+        edge = sample(colptr, row, torch.tensor([0]), [k], False, False, 7, weight)[3]
+        assert torch.equal(edge, (weight > 0).nonzero().view(-1))
+
+
+def test_bad_weights_name_the_argument():
+    colptr, row = star(4)
+    weight = torch.ones(4, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"weight\[2\] = -1"):
+        sample(colptr, row, torch.tensor([0]), [1], weight=torch.tensor([1.0, 1.0, -1.0, 1.0],
+                                                                       dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"weight\[0\] = nan"):
+        sample(colptr, row, torch.tensor([0]), [1], True, weight=torch.tensor(
+            [float("nan"), 1.0, 1.0, 1.0], dtype=torch.float64))
+    with pytest.raises(TypeError, match=r"weight"):
+        sample(colptr, row, torch.tensor([0]), [1], weight=weight.float())
+    with pytest.raises(ValueError, match=r"weight has 3 entries"):
+        sample(colptr, row, torch.tensor([0]), [1], weight=weight[:3])
+
+
+@pytest.mark.parametrize("replace", [False, True])
+@pytest.mark.parametrize("direction", ["forward", "backward"])
+def test_loader_with_weight_attr_samples_only_positive_weights(replace, direction):
+    data = graph_data(num_nodes=50, num_edges=600)
+    data.w = torch.rand(data.num_edges)
+    data.w[data.edge_index[0] % 3 == 0] = 0  # PyG keeps edge attributes in edge_index order
+    sampler = NeighborSampler(data, [4, 3], replace=replace, weight_attr="w",
+                              sample_direction=direction)
+    assert sampler.edge_weight.dtype == torch.float64
+    batches = list(NeighborLoader(data, [4, 3], batch_size=10, neighbor_sampler=sampler))
+    assert sum(b.e_id.numel() for b in batches) > 0
+    for b in batches:
+        assert bool((data.w[b.e_id] > 0).all())
+        assert torch.equal(b.w, data.w[b.e_id])
+        assert torch.equal(b.n_id[b.edge_index], data.edge_index[:, b.e_id])
+
+
+def test_loaders_with_weight_attr_run():
+    data = graph_data()
+    data.w = torch.rand(data.num_edges)
+    b = next(iter(NeighborLoader(data, [3, 2], batch_size=16, weight_attr="w")))
+    assert b.batch_size == 16 and b.edge_index.size(1) > 0
+    b = next(iter(LinkNeighborLoader(data, [3, 2], batch_size=16, weight_attr="w",
+                                     neg_sampling_ratio=1.0)))
+    assert b.edge_label_index.size(1) == 32
 
 
 def test_int32_and_int64_graphs_sample_the_same():
