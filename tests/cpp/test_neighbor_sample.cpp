@@ -176,12 +176,14 @@ TEST(NeighborSample, TwoOfTenIsUniform) {
   for (int p = 0; p < 10; ++p) EXPECT_NEAR(double(hits[p]), 4000.0, 300.0) << "position " << p;
 }
 
-TEST(NeighborSample, DeterministicBySeedAndThreadCount) {
+// The same rng_seed gives the same sample and another seed another, whatever the thread count.
+void expect_deterministic(bool replace, const std::vector<double>* weight) {
   const auto g = star(1000);
-  std::vector<int64_t> seeds(300, 0);  // a frontier long enough to be split across threads
-  const auto a = sample<int64_t>(g, seeds, {5, 3}, false, false, 42);
-  const auto b = sample<int64_t>(g, seeds, {5, 3}, false, false, 42);
-  const auto c = sample<int64_t>(g, seeds, {5, 3}, false, false, 43);
+  const std::vector<int64_t> seeds(300, 0);  // a frontier long enough to be split across threads
+  const auto run = [&](uint64_t rng_seed) {
+    return sample<int64_t>(g, seeds, {5, 3}, replace, false, rng_seed, weight);
+  };
+  const auto a = run(42), b = run(42), c = run(43);
   EXPECT_EQ(a.edge, b.edge);
   EXPECT_EQ(a.row, b.row);
   EXPECT_EQ(a.node, b.node);
@@ -189,15 +191,17 @@ TEST(NeighborSample, DeterministicBySeedAndThreadCount) {
 #if defined(_OPENMP)
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
-  const auto serial = sample<int64_t>(g, seeds, {5, 3}, false, false, 42);
+  const auto serial = run(42);
   omp_set_num_threads(4);
-  const auto parallel = sample<int64_t>(g, seeds, {5, 3}, false, false, 42);
+  const auto parallel = run(42);
   omp_set_num_threads(threads);
   EXPECT_EQ(serial.edge, a.edge);
   EXPECT_EQ(parallel.edge, a.edge);
   EXPECT_EQ(parallel.row, a.row);
 #endif
 }
+
+TEST(NeighborSample, DeterministicBySeedAndThreadCount) { expect_deterministic(false, nullptr); }
 
 template <typename Error>
 void expect_error(const std::function<void()>& fn, const std::string& needle) {
@@ -278,28 +282,9 @@ TEST(NeighborSampleWeighted, FollowsTheWeightsWithReplacement) {
 }
 
 TEST(NeighborSampleWeighted, DeterministicBySeedAndThreadCount) {
-  const auto g = star(1000);
   std::vector<double> weight(1000);
   for (size_t j = 0; j < weight.size(); ++j) weight[j] = double(j % 7);
-  const std::vector<int64_t> seeds(300, 0);
-  for (const bool replace : {false, true}) {
-    const auto a = sample<int64_t>(g, seeds, {5, 3}, replace, false, 42, &weight);
-    const auto b = sample<int64_t>(g, seeds, {5, 3}, replace, false, 42, &weight);
-    const auto c = sample<int64_t>(g, seeds, {5, 3}, replace, false, 43, &weight);
-    EXPECT_EQ(a.edge, b.edge);
-    EXPECT_EQ(a.node, b.node);
-    EXPECT_NE(a.edge, c.edge);
-#if defined(_OPENMP)
-    const int threads = omp_get_max_threads();
-    omp_set_num_threads(1);
-    const auto serial = sample<int64_t>(g, seeds, {5, 3}, replace, false, 42, &weight);
-    omp_set_num_threads(4);
-    const auto parallel = sample<int64_t>(g, seeds, {5, 3}, replace, false, 42, &weight);
-    omp_set_num_threads(threads);
-    EXPECT_EQ(serial.edge, a.edge);
-    EXPECT_EQ(parallel.edge, a.edge);
-#endif
-  }
+  for (const bool replace : {false, true}) expect_deterministic(replace, &weight);
 }
 
 TEST(NeighborSampleWeighted, BadWeightsNameTheArgument) {

@@ -185,6 +185,15 @@ def test_link_batch_with_binary_negatives_has_pygs_structure():
     assert torch.equal(torch.cat(seen).sort().values, torch.arange(data.num_edges))
 
 
+def test_loaders_take_pygs_signatures():
+    import inspect
+    from torch_geometric import loader as pyg_loader
+    assert inspect.signature(NeighborLoader) == inspect.signature(pyg_loader.NeighborLoader)
+    assert inspect.signature(LinkNeighborLoader) == inspect.signature(pyg_loader.LinkNeighborLoader)
+    with pytest.raises(TypeError, match="no_such_argument"):
+        NeighborLoader(graph_data(), [2], no_such_argument=1)
+
+
 def test_link_batch_keeps_given_edge_labels_and_label_index():
     data = graph_data()
     label_index = torch.tensor([[0, 5, 9, 33], [1, 5, 40, 2]])
@@ -472,64 +481,61 @@ def test_import_iognn_does_not_load_the_sampler():
 
 # ---- a PyG training loop ------------------------------------------------------------------------
 
+def class_graph(n: int, classes: int, num_edges: int) -> Data:
+    """Nodes with class-revealing features and edges between nodes of one class only."""
+    y = torch.randint(0, classes, (n,))
+    x = torch.randn(n, 16) * 0.5 + torch.nn.functional.one_hot(y, 16).float()
+    same = torch.nonzero(y.unsqueeze(0) == y.unsqueeze(1))
+    return Data(x=x, y=y, edge_index=same[torch.randint(0, same.size(0), (num_edges,))].t())
+
+
+def first_and_last_epoch_loss(loader, model, batch_loss, epochs: int):
+    """Trains with Adam; the mean loss per supervised example of the first and the last epoch.
+    batch_loss(model, batch) -> (mean loss, number of examples)."""
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    losses = []
+    for _ in range(epochs):
+        total, count = 0.0, 0
+        for b in loader:
+            opt.zero_grad()
+            loss, size = batch_loss(model, b)
+            loss.backward()
+            opt.step()
+            total += loss.item() * size
+            count += size
+        losses.append(total / count)
+    return losses[0], losses[-1]
+
+
 def test_graphsage_training_lowers_the_loss():
     from torch_geometric.nn import GraphSAGE
     torch.manual_seed(0)
-    n, classes = 400, 3
-    y = torch.randint(0, classes, (n,))
-    x = torch.randn(n, 16) * 0.5 + torch.nn.functional.one_hot(y, 16).float()
-    # Homophilous edges: mostly between nodes of one class.
-    same = torch.nonzero(y.unsqueeze(0) == y.unsqueeze(1))
-    data = Data(x=x, y=y, edge_index=same[torch.randint(0, same.size(0), (4000,))].t())
-    model = GraphSAGE(16, 32, num_layers=2, out_channels=classes)
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    data = class_graph(400, 3, 4000)
+    model = GraphSAGE(16, 32, num_layers=2, out_channels=3)
     loader = NeighborLoader(data, [10, 5], batch_size=64, shuffle=True, num_workers=0)
 
-    def epoch():
-        total = 0.0
-        for b in loader:
-            opt.zero_grad()
-            out = model(b.x, b.edge_index)[:b.batch_size]
-            loss = torch.nn.functional.cross_entropy(out, b.y[:b.batch_size])
-            loss.backward()
-            opt.step()
-            total += loss.item() * b.batch_size
-        return total / n
+    def batch_loss(model, b):
+        out = model(b.x, b.edge_index)[:b.batch_size]
+        return torch.nn.functional.cross_entropy(out, b.y[:b.batch_size]), b.batch_size
 
-    first = epoch()
-    for _ in range(4):
-        last = epoch()
+    first, last = first_and_last_epoch_loss(loader, model, batch_loss, epochs=5)
     assert last < 0.5 * first
 
 
 def test_link_prediction_training_lowers_the_loss():
     from torch_geometric.nn import GraphSAGE
     torch.manual_seed(0)
-    n, classes = 300, 12
-    y = torch.randint(0, classes, (n,))
-    x = torch.randn(n, 16) * 0.5 + torch.nn.functional.one_hot(y, 16).float()
-    # Links within a class only: the dot product of embeddings can tell them from random pairs.
-    same = torch.nonzero(y.unsqueeze(0) == y.unsqueeze(1))
-    data = Data(x=x, edge_index=same[torch.randint(0, same.size(0), (3000,))].t())
+    # Many classes: few random negatives fall within a class, so dot products can separate them.
+    data = class_graph(300, 12, 3000)
     model = GraphSAGE(16, 32, num_layers=2)
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
     loader = LinkNeighborLoader(data, [10, 5], batch_size=256, shuffle=True, neg_sampling_ratio=1.0)
 
-    def epoch():
-        total, count = 0.0, 0
-        for b in loader:
-            opt.zero_grad()
-            h = model(b.x, b.edge_index)
-            src, dst = b.edge_label_index
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(
-                (h[src] * h[dst]).sum(-1), b.edge_label)
-            loss.backward()
-            opt.step()
-            total += loss.item() * b.edge_label.numel()
-            count += b.edge_label.numel()
-        return total / count
+    def batch_loss(model, b):
+        h = model(b.x, b.edge_index)
+        src, dst = b.edge_label_index
+        logits = (h[src] * h[dst]).sum(-1)
+        return (torch.nn.functional.binary_cross_entropy_with_logits(logits, b.edge_label),
+                b.edge_label.numel())
 
-    first = epoch()
-    for _ in range(5):
-        last = epoch()
+    first, last = first_and_last_epoch_loss(loader, model, batch_loss, epochs=6)
     assert last < 0.8 * first
