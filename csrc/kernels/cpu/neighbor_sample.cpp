@@ -1,9 +1,9 @@
 // Neighbour sampling, host kernel (contract: kernels/sampler_types.h).
 //
 // Each hop runs in three passes over its frontier: sample sizes and their prefix sums (checking the
-// frontier's colptr entries, and its weights when there are weights), the draws (in parallel: every frontier node writes its own slice, and
-// its draws depend on its local id only), and the relabelling (sequential: ids are given in the
-// order nodes are first seen).
+// frontier's colptr entries, and its weights when there are weights), the draws (in parallel:
+// every frontier node writes its own slice, and its draws depend on its local id only), and the
+// relabelling (sequential: ids are given in the order nodes are first seen).
 #include "kernels/cpu/neighbor_sample.h"
 
 #include <algorithm>
