@@ -16,6 +16,15 @@
 //   with replacement     k independent positions, each with probability w / sum(w).
 // pyg-lib differs at the edges: it takes zero-weight positions too when it takes every position
 // (k < 0 or k >= degree), and raises when 0 < positives < k < degree or when all weights are 0.
+// Temporal sampling (options.node_time or options.edge_time; needs disjoint, as in pyg-lib and PyG,
+// which forces it): every tree has a time, seed_time[i] (default node_time[seed[i]]; required with
+// edge_time), and a position p of a node in tree i is eligible when its time, node_time[row[p]] or
+// edge_time[p], is <= that seed time (the seeds themselves are not filtered). The population is the
+// node's eligible positions, in CSC order; with strategy `last` and k >= 0 it is cut to the k most
+// recent of them (the largest times, a tie going to the later CSC position: pyg-lib's choice on
+// PyG's time-sorted CSC), and the unweighted rules above apply to that population (with
+// replacement: k draws among the k most recent, as in pyg-lib). Time-sorted neighbourhoods are not
+// required. Weights and times together are rejected, as pyg-lib rejects them.
 // Sampled neighbours are relabelled to local ids in the order they are first seen: the seeds take
 // 0 .. num_seeds - 1 (each seed position its own id, so a duplicated seed is sampled once per
 // position and node[:num_seeds] == seed always; a neighbour equal to a duplicated seed takes the
@@ -36,10 +45,12 @@
 // (Weighted sampling without replacement draws one key per in-edge: d is its offset in the node's
 // CSC range.)
 //
-// Validation: seeds, fan-outs and colptr's ends are checked up front; colptr's entries and row's
-// values are checked where the sampler reads them (O(sampled edges), not O(E), per call), and so
-// are the weights (every in-edge weight of each expanded node, as the draws read them all). Errors
-// name the argument (IndexError: a node id out of range; ValueError: anything else).
+// Validation: seeds, fan-outs, colptr's ends and the temporal options' combination are checked up
+// front; colptr's entries and row's values are checked where the sampler reads them (O(sampled
+// edges), not O(E), per call), and so are the weights (every in-edge weight of each expanded node,
+// as the draws read them all; temporal sampling likewise reads every in-edge's time). Times may be
+// any int64 values. Errors name the argument (IndexError: a node id out of range; ValueError:
+// anything else).
 //
 // There is no Meta kernel: the output sizes depend on the graph's data, not only on the input
 // shapes. There is no autograd: sampling is not differentiable.
@@ -60,6 +71,8 @@
 
 namespace iognn {
 
+enum class TemporalStrategy { kUniform, kLast };
+
 struct NeighborSampleOptions {
   bool replace = false;
   bool disjoint = false;
@@ -67,6 +80,12 @@ struct NeighborSampleOptions {
   // Edge weights in CSC order (one per entry of row), or nullptr for uniform sampling. fp64: it
   // holds fp32 / fp16 / bf16 weights exactly, and the exponential keys keep their resolution.
   const double* weight = nullptr;
+  // Temporal sampling (at most one of node_time [num_nodes] / edge_time [num_edges, CSC order]),
+  // seed_time [num_seeds] (optional with node_time), and the temporal strategy.
+  const int64_t* node_time = nullptr;
+  const int64_t* edge_time = nullptr;
+  const int64_t* seed_time = nullptr;
+  TemporalStrategy temporal_strategy = TemporalStrategy::kUniform;
 };
 
 template <typename index_t>

@@ -1,12 +1,15 @@
 // Host neighbour sampler (kernels/cpu/neighbor_sample.h) on hand-checked graphs: full
 // neighbourhoods in CSC order, relabelling order, disjoint trees, duplicate seeds, no repeats
 // without replacement, repeats with it, uniformity, determinism, and the argument errors; weighted
-// sampling (zero weights, equal weights against uniform statistics, determinism, bad weights).
+// sampling (zero weights, equal weights against uniform statistics, determinism, bad weights);
+// temporal sampling (nothing later than its tree's seed time, 'last' takes the most recent,
+// uniformity over the eligible ones, determinism, the option errors).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -43,13 +46,21 @@ Csc<int64_t> star(int64_t degree) {
 }
 
 template <typename I>
+SampledSubgraph<I> sample_with(const Csc<I>& g, const std::vector<I>& seeds,
+                               const std::vector<int64_t>& fanouts,
+                               const NeighborSampleOptions& options) {
+  return cpu::neighbor_sample<I>(g.colptr.data(), g.num_nodes(), g.row.data(),
+                                 int64_t(g.row.size()), seeds.data(), int64_t(seeds.size()),
+                                 fanouts, options);
+}
+
+template <typename I>
 SampledSubgraph<I> sample(const Csc<I>& g, const std::vector<I>& seeds,
                           const std::vector<int64_t>& fanouts, bool replace = false,
                           bool disjoint = false, uint64_t rng_seed = 0,
                           const std::vector<double>* weight = nullptr) {
-  return cpu::neighbor_sample<I>(
-      g.colptr.data(), g.num_nodes(), g.row.data(), int64_t(g.row.size()), seeds.data(),
-      int64_t(seeds.size()), fanouts,
+  return sample_with(
+      g, seeds, fanouts,
       NeighborSampleOptions{replace, disjoint, rng_seed, weight ? weight->data() : nullptr});
 }
 
@@ -177,11 +188,12 @@ TEST(NeighborSample, TwoOfTenIsUniform) {
 }
 
 // The same rng_seed gives the same sample and another seed another, whatever the thread count.
-void expect_deterministic(bool replace, const std::vector<double>* weight) {
+void expect_deterministic(NeighborSampleOptions options) {
   const auto g = star(1000);
   const std::vector<int64_t> seeds(300, 0);  // a frontier long enough to be split across threads
   const auto run = [&](uint64_t rng_seed) {
-    return sample<int64_t>(g, seeds, {5, 3}, replace, false, rng_seed, weight);
+    options.rng_seed = rng_seed;
+    return sample_with(g, seeds, {5, 3}, options);
   };
   const auto a = run(42), b = run(42), c = run(43);
   EXPECT_EQ(a.edge, b.edge);
@@ -201,7 +213,7 @@ void expect_deterministic(bool replace, const std::vector<double>* weight) {
 #endif
 }
 
-TEST(NeighborSample, DeterministicBySeedAndThreadCount) { expect_deterministic(false, nullptr); }
+TEST(NeighborSample, DeterministicBySeedAndThreadCount) { expect_deterministic({}); }
 
 template <typename Error>
 void expect_error(const std::function<void()>& fn, const std::string& needle) {
@@ -284,7 +296,8 @@ TEST(NeighborSampleWeighted, FollowsTheWeightsWithReplacement) {
 TEST(NeighborSampleWeighted, DeterministicBySeedAndThreadCount) {
   std::vector<double> weight(1000);
   for (size_t j = 0; j < weight.size(); ++j) weight[j] = double(j % 7);
-  for (const bool replace : {false, true}) expect_deterministic(replace, &weight);
+  for (const bool replace : {false, true})
+    expect_deterministic({replace, false, 0, weight.data()});
 }
 
 TEST(NeighborSampleWeighted, BadWeightsNameTheArgument) {
@@ -301,6 +314,168 @@ TEST(NeighborSampleWeighted, BadWeightsNameTheArgument) {
   EXPECT_NO_THROW(sample<int64_t>(g, {0}, {-1}, false, false, 0, &weight));
   expect_error<ValueError>([&] { sample<int64_t>(g, {4}, {1}, false, false, 0, &weight); },
                            "weight[6]");
+}
+
+
+// A random graph with random node and edge times, for the temporal invariants.
+struct TimedGraph {
+  Csc<int64_t> g;
+  std::vector<int64_t> node_time, edge_time;
+};
+
+TimedGraph timed_graph(int64_t num_nodes, int64_t num_edges) {
+  std::mt19937_64 gen(7);
+  std::uniform_int_distribution<int64_t> node(0, num_nodes - 1), time(0, 99);
+  TimedGraph t;
+  std::vector<std::vector<int64_t>> in(static_cast<size_t>(num_nodes));
+  for (int64_t e = 0; e < num_edges; ++e) in[size_t(node(gen))].push_back(node(gen));
+  t.g.colptr.push_back(0);
+  for (const auto& sources : in) {
+    t.g.row.insert(t.g.row.end(), sources.begin(), sources.end());
+    t.g.colptr.push_back(int64_t(t.g.row.size()));
+  }
+  for (int64_t v = 0; v < num_nodes; ++v) t.node_time.push_back(time(gen));
+  for (int64_t e = 0; e < num_edges; ++e) t.edge_time.push_back(time(gen));
+  return t;
+}
+
+NeighborSampleOptions temporal_options(const std::vector<int64_t>* node_time,
+                                       const std::vector<int64_t>* edge_time,
+                                       const std::vector<int64_t>* seed_time,
+                                       TemporalStrategy strategy, bool replace = false,
+                                       uint64_t rng_seed = 0) {
+  NeighborSampleOptions o;
+  o.replace = replace;
+  o.disjoint = true;
+  o.rng_seed = rng_seed;
+  o.node_time = node_time ? node_time->data() : nullptr;
+  o.edge_time = edge_time ? edge_time->data() : nullptr;
+  o.seed_time = seed_time ? seed_time->data() : nullptr;
+  o.temporal_strategy = strategy;
+  return o;
+}
+
+TEST(NeighborSampleTemporal, NothingIsLaterThanItsTreesSeedTime) {
+  const auto t = timed_graph(200, 3000);
+  std::vector<int64_t> seeds, seed_time;
+  for (int64_t i = 0; i < 40; ++i) {
+    seeds.push_back((i * 37) % 200);
+    seed_time.push_back((i * 13) % 100);
+  }
+  for (const auto strategy : {TemporalStrategy::kUniform, TemporalStrategy::kLast})
+    for (const bool replace : {false, true})
+      for (const bool default_seed_time : {false, true}) {
+        // Node-level times; the seed times given, or (by default) the seeds' own node times.
+        const auto s = sample_with(t.g, seeds, {4, 3, -1},
+                                   temporal_options(&t.node_time, nullptr,
+                                                    default_seed_time ? nullptr : &seed_time,
+                                                    strategy, replace, 5));
+        const auto tree_time = [&](int64_t local) {
+          const int64_t tree = s.batch[size_t(local)];
+          return default_seed_time ? t.node_time[size_t(seeds[size_t(tree)])]
+                                   : seed_time[size_t(tree)];
+        };
+        ASSERT_GT(s.row.size(), seeds.size());
+        for (size_t l = seeds.size(); l < s.node.size(); ++l)
+          EXPECT_LE(t.node_time[size_t(s.node[l])], tree_time(int64_t(l)));
+        for (size_t e = 0; e < s.row.size(); ++e)
+          EXPECT_EQ(s.batch[size_t(s.row[e])], s.batch[size_t(s.col[e])]);
+        // Edge-level times: every sampled edge's time, against the tree of its frontier node.
+        const auto se = sample_with(
+            t.g, seeds, {4, 3, -1},
+            temporal_options(nullptr, &t.edge_time, &seed_time, strategy, replace, 5));
+        ASSERT_GT(se.row.size(), 0u);
+        for (size_t e = 0; e < se.row.size(); ++e)
+          EXPECT_LE(t.edge_time[size_t(se.edge[e])],
+                    seed_time[size_t(se.batch[size_t(se.col[e])])]);
+      }
+}
+
+// star(10): node 0's in-edges 0 .. 9 (from nodes 1 .. 10) with these times; seed time 9 makes
+// every one but position 6 (time 12) eligible, and three positions (1, 3, 8) tie at time 9.
+const std::vector<int64_t> kStarTimes{5, 9, 1, 9, 3, 7, 12, 0, 9, 2};
+
+TEST(NeighborSampleTemporal, LastTakesTheMostRecentTiesToTheLaterPosition) {
+  const auto g = star(10);
+  std::vector<int64_t> node_time{9};  // node 0 (the seed) at time 9, node u at kStarTimes[u - 1]
+  node_time.insert(node_time.end(), kStarTimes.begin(), kStarTimes.end());
+  const std::vector<int64_t> seed_time{9};
+  const auto last = TemporalStrategy::kLast;
+  for (const bool replace : {false, true}) {
+    const auto by_node = [&](int64_t k) {
+      return widen(sample_with(g, Vec{0}, {k},
+                               temporal_options(&node_time, nullptr, nullptr, last, replace))
+                       .edge);
+    };
+    const auto by_edge = [&](int64_t k) {
+      return widen(sample_with(g, Vec{0}, {k},
+                               temporal_options(nullptr, &kStarTimes, &seed_time, last, replace))
+                       .edge);
+    };
+    for (const std::function<Vec(int64_t)>& draw :
+         {std::function<Vec(int64_t)>(by_node), std::function<Vec(int64_t)>(by_edge)}) {
+      EXPECT_EQ(draw(-1), (Vec{0, 1, 2, 3, 4, 5, 7, 8, 9}));  // every eligible one, CSC order
+      if (replace) {  // k draws among the k most recent
+        for (const int64_t p : draw(2)) EXPECT_TRUE(p == 3 || p == 8) << p;
+        continue;
+      }
+      EXPECT_EQ(draw(2), (Vec{3, 8}));
+      EXPECT_EQ(draw(4), (Vec{1, 3, 5, 8}));
+      EXPECT_EQ(draw(0), Vec{});
+    }
+  }
+}
+
+TEST(NeighborSampleTemporal, UniformIsUniformOverTheEligible) {
+  const auto g = star(10);
+  const std::vector<int64_t> seed_time{9};
+  const int trials = 18000;
+  std::vector<int64_t> hits(10, 0);
+  for (int t = 0; t < trials; ++t)
+    for (const int64_t p : sample_with(g, Vec{0}, {3},
+                                       temporal_options(nullptr, &kStarTimes, &seed_time,
+                                                        TemporalStrategy::kUniform, false,
+                                                        uint64_t(t)))
+                               .edge)
+      ++hits[size_t(p)];
+  // 9 eligible positions, 3 taken: each with probability 1/3 (6000 hits, sd about 63).
+  for (int p = 0; p < 10; ++p)
+    EXPECT_NEAR(double(hits[size_t(p)]), p == 6 ? 0.0 : 6000.0, 400.0) << "position " << p;
+}
+
+TEST(NeighborSampleTemporal, DeterministicBySeedAndThreadCount) {
+  std::vector<int64_t> edge_time(1000);
+  for (size_t p = 0; p < edge_time.size(); ++p) edge_time[p] = int64_t(p % 11);
+  const std::vector<int64_t> seed_time(300, 6);
+  for (const bool replace : {false, true})
+    expect_deterministic(temporal_options(nullptr, &edge_time, &seed_time,
+                                          TemporalStrategy::kUniform, replace));
+}
+
+TEST(NeighborSampleTemporal, OptionErrorsNameTheArgument) {
+  const auto g = small_graph<int64_t>();
+  const std::vector<int64_t> node_time(5, 0), edge_time(8, 0), seed_time(1, 0);
+  const auto uniform = TemporalStrategy::kUniform;
+  const auto expect_value_error = [&](NeighborSampleOptions o, const std::string& needle) {
+    expect_error<ValueError>([&] { sample_with(g, Vec{0}, {1}, o); }, needle);
+  };
+  expect_value_error(temporal_options(&node_time, &edge_time, &seed_time, uniform), "not both");
+  expect_value_error(temporal_options(nullptr, nullptr, &seed_time, uniform),
+                     "seed_time needs node_time or edge_time");
+  expect_value_error(temporal_options(nullptr, &edge_time, nullptr, uniform),
+                     "edge_time needs seed_time");
+  auto joint = temporal_options(&node_time, nullptr, nullptr, uniform);
+  joint.disjoint = false;
+  expect_value_error(joint, "disjoint=True");
+  const std::vector<double> weight(8, 1.0);
+  auto weighted = temporal_options(&node_time, nullptr, nullptr, uniform);
+  weighted.weight = weight.data();
+  expect_value_error(weighted, "weighted temporal sampling");
+  // Node-level times read row[p] before the draws: a bad row value is named there too.
+  auto bad_row = g;
+  bad_row.row[1] = 9;
+  const auto by_node_time = temporal_options(&node_time, nullptr, nullptr, uniform);
+  expect_error<IndexError>([&] { sample_with(bad_row, Vec{0}, {1}, by_node_time); }, "row[1] = 9");
 }
 
 }  // namespace

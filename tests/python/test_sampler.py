@@ -3,8 +3,10 @@ CPU neighbour sampler.
 
 Full neighbourhoods against torch_geometric.utils.k_hop_subgraph on every square graph case, the
 batch's structure (node and link batches, negative sampling), uniformity and weighted sampling
-(chi-square against the exact distributions), repeats with and without replacement, int32 / int64 graphs, determinism under torch.manual_seed, the options
-that raise, and GraphSAGE training loops (node classification, link prediction).
+(chi-square against the exact distributions), temporal sampling (node and edge times, seed times,
+'uniform' against 'last'), repeats with and without replacement, int32 / int64 graphs, determinism
+under torch.manual_seed, the options that raise, and GraphSAGE training loops (node
+classification, link prediction).
 """
 from __future__ import annotations
 
@@ -422,8 +424,7 @@ def test_bad_fan_out_through_the_loader():
 
 
 @pytest.mark.parametrize("kwargs, needle", [
-    (dict(time_attr="t"), "time_attr='t'"),
-    (dict(temporal_strategy="last"), "temporal_strategy='last'"),
+    (dict(time_attr="t", weight_attr="w"), "weight_attr='w' with time_attr='t'"),
     (dict(subgraph_type="induced"), "subgraph_type='induced'"),
     (dict(directed=False), "directed=False"),
 ])
@@ -449,12 +450,16 @@ def test_heterogeneous_graphs_raise():
         LinkNeighborLoader(data, [2], edge_label_index=("a", "to", "a"), batch_size=2)
 
 
-def test_link_loader_seed_times_raise_naming_the_argument():
+def test_link_loader_samples_nothing_later_than_its_edge_label_time():
     data = graph_data()
-    data.t = torch.arange(data.num_nodes)
-    with pytest.raises(NotImplementedError, match="time_attr='t'"):
-        LinkNeighborLoader(data, [2], batch_size=4, time_attr="t",
-                           edge_label_time=torch.zeros(data.num_edges, dtype=torch.long))
+    data.t = torch.randint(0, 100, (data.num_nodes,), generator=torch.Generator().manual_seed(1))
+    label_time = torch.randint(0, 100, (data.num_edges,),
+                               generator=torch.Generator().manual_seed(2))
+    loader = LinkNeighborLoader(data, [3, 2], batch_size=8, time_attr="t",
+                                edge_label_time=label_time)
+    for b in loader:  # PyG maps every tree to its label edge: batch indexes edge_label_time
+        seeds = b.num_sampled_nodes[0]  # the label edges' endpoints, whatever their own times
+        assert (b.t[seeds:] <= b.edge_label_time[b.batch[seeds:]]).all()
 
 
 def test_pyg_alone_cannot_sample_here_but_iognn_can():
@@ -539,3 +544,126 @@ def test_link_prediction_training_lowers_the_loss():
 
     first, last = first_and_last_epoch_loss(loader, model, batch_loss, epochs=6)
     assert last < 0.8 * first
+
+
+# Temporal sampling ##############################################################################
+
+def timed_data(seed=0):
+    """graph_data with int64 node times `t` and edge times `et` in [0, 100)."""
+    data = graph_data(seed=seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    data.t = torch.randint(0, 100, (data.num_nodes,), generator=g)
+    data.et = torch.randint(0, 100, (data.num_edges,), generator=g)
+    return data
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "last"])
+@pytest.mark.parametrize("replace", [False, True])
+def test_loader_samples_nothing_later_than_its_seed(strategy, replace):
+    data = timed_data()
+    input_time = torch.randint(0, 100, (data.num_nodes,),
+                               generator=torch.Generator().manual_seed(5))
+    seen_edges = 0
+    for kwargs in (dict(), dict(input_time=input_time)):  # seed times: the seeds' own, or given
+        loader = NeighborLoader(data, [4, 3], batch_size=6, time_attr="t", replace=replace,
+                                temporal_strategy=strategy, **kwargs)
+        for b in loader:
+            # Temporal batches are disjoint: batch.batch names each node's tree (seed position).
+            # (The seeds themselves may be later than a given seed time: only neighbours count.)
+            seed_time = b.seed_time if "input_time" in kwargs else b.t[:b.batch_size]
+            n = b.batch_size
+            assert (b.t[n:] <= seed_time[b.batch[n:]]).all()
+            assert (b.batch[b.edge_index[0]] == b.batch[b.edge_index[1]]).all()
+            seen_edges += b.num_edges
+    assert seen_edges > 0
+    # Edge-level times: every sampled edge's time, against its tree's seed time.
+    loader = NeighborLoader(data, [4, 3], batch_size=6, time_attr="et", input_time=input_time,
+                            replace=replace, temporal_strategy=strategy)
+    for b in loader:
+        assert (data.et[b.e_id] <= b.seed_time[b.batch[b.edge_index[1]]]).all()
+        assert (b.et == data.et[b.e_id]).all()
+
+
+def star_data(times):
+    """Node 0 with in-neighbours 1 .. len(times); node u at time times[u - 1], node 0 at time 9."""
+    n = len(times)
+    edge_index = torch.stack([torch.arange(1, n + 1), torch.zeros(n, dtype=torch.long)])
+    return Data(edge_index=edge_index, num_nodes=n + 1, t=torch.tensor([9] + times))
+
+
+def test_last_takes_the_most_recent_and_uniform_takes_any_eligible():
+    data = star_data([5, 9, 1, 9, 3, 7, 12, 0, 8, 2])  # node 7 (time 12) is later than the seed
+    last = NeighborLoader(data, [3], input_nodes=torch.zeros(20, dtype=torch.long), batch_size=20,
+                          time_attr="t", temporal_strategy="last")
+    b = next(iter(last))
+    for tree in range(20):  # the three most recent eligible: nodes 2, 4 (time 9) and 9 (time 8)
+        assert set(b.n_id[b.batch == tree][1:].tolist()) == {2, 4, 9}
+    uniform = NeighborLoader(data, [3], input_nodes=torch.zeros(200, dtype=torch.long),
+                             batch_size=200, time_attr="t")
+    b = next(iter(uniform))
+    assert set(b.n_id[200:].tolist()) == set(range(1, 11)) - {7}
+
+
+def test_uniform_is_uniform_over_the_eligible_ones():
+    stats = pytest.importorskip("scipy.stats")
+    colptr, row = star(10)
+    edge_time = torch.tensor([5, 9, 1, 9, 3, 7, 12, 0, 8, 2])
+    hits = torch.zeros(10, dtype=torch.long)
+    for t in range(6000):
+        edge = torch.ops.iognn.neighbor_sample(
+            colptr, row, torch.tensor([0]), [3], disjoint=True, rng_seed=t,
+            edge_time=edge_time, seed_time=torch.tensor([9]))[3]
+        hits[edge] += 1
+    assert hits[6] == 0  # time 12: never eligible
+    eligible = torch.cat([hits[:6], hits[7:]])
+    assert eligible.sum() == 6000 * 3
+    assert stats.chisquare(eligible.numpy()).pvalue > 1e-4
+
+
+def test_temporal_sampling_is_reproducible_under_manual_seed():
+    data = timed_data()
+
+    def run(seed):
+        torch.manual_seed(seed)
+        loader = NeighborLoader(data, [4, 3], batch_size=6, time_attr="et", shuffle=True,
+                                input_time=torch.full((data.num_nodes,), 60))
+        return [b.e_id for b in loader]
+
+    a, b, c = run(3), run(3), run(4)
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    assert not all(torch.equal(x, y) for x, y in zip(a, c))
+
+
+def test_bad_temporal_inputs_name_the_argument():
+    colptr, row = star(4)
+    seed = torch.tensor([0])
+    op = torch.ops.iognn.neighbor_sample
+    with pytest.raises(ValueError, match="node_time"):
+        op(colptr, row, seed, [1], disjoint=True, node_time=torch.zeros(3, dtype=torch.long))
+    with pytest.raises(TypeError, match="edge_time"):
+        op(colptr, row, seed, [1], disjoint=True, edge_time=torch.zeros(4),
+           seed_time=torch.zeros(1, dtype=torch.long))
+    with pytest.raises(ValueError, match="seed_time"):
+        op(colptr, row, seed, [1], disjoint=True, node_time=torch.zeros(5, dtype=torch.long),
+           seed_time=torch.zeros(2, dtype=torch.long))
+    with pytest.raises(ValueError, match="edge_time needs seed_time"):
+        op(colptr, row, seed, [1], disjoint=True, edge_time=torch.zeros(4, dtype=torch.long))
+    with pytest.raises(ValueError, match="disjoint=True"):
+        op(colptr, row, seed, [1], node_time=torch.zeros(5, dtype=torch.long))
+    with pytest.raises(ValueError, match="temporal_strategy"):
+        op(colptr, row, seed, [1], disjoint=True, node_time=torch.zeros(5, dtype=torch.long),
+           temporal_strategy="first")
+    with pytest.raises(NotImplementedError, match="weighted temporal sampling"):
+        op(colptr, row, seed, [1], disjoint=True, weight=torch.ones(4, dtype=torch.float64),
+           node_time=torch.zeros(5, dtype=torch.long))
+    data = timed_data()
+    data.ft = data.t.float()
+    with pytest.raises(ValueError, match=re.escape("time_attr='ft'")):
+        NeighborLoader(data, [2], batch_size=4, time_attr="ft")
+    with pytest.raises(ValueError, match="temporal_strategy"):
+        NeighborLoader(data, [2], batch_size=4, time_attr="t", temporal_strategy="first")
+    with pytest.raises(ValueError, match="input_time"):
+        next(iter(NeighborLoader(data, [2], batch_size=4, time_attr="t",
+                                 input_time=torch.zeros(data.num_nodes))))
+    with pytest.raises(NotImplementedError, match=re.escape("sample_direction='backward'")):
+        NeighborSampler(data, [2], time_attr="t", sample_direction="backward")

@@ -1,7 +1,7 @@
 // Neighbour sampling, host kernel (contract: kernels/sampler_types.h).
 //
 // Each hop runs in three passes over its frontier: sample sizes and their prefix sums (checking the
-// frontier's colptr entries, and its weights when there are weights), the draws (in parallel:
+// frontier's colptr entries, and its weights or times when there are any), the draws (in parallel:
 // every frontier node writes its own slice, and its draws depend on its local id only), and the
 // relabelling (sequential: ids are given in the order nodes are first seen).
 #include "kernels/cpu/neighbor_sample.h"
@@ -95,10 +95,11 @@ int64_t count_positive_weights(const double* weight, int64_t lo, int64_t hi) {
   return positive;
 }
 
-// Scratch space of one thread for weighted draws, reused across its frontier nodes.
-struct WeightedScratch {
+// Scratch space of one thread for weighted and temporal draws, reused across its frontier nodes.
+struct DrawScratch {
   std::vector<double> prefix;                    // running sums of a node's weights
   std::vector<std::pair<double, int64_t>> keys;  // (exponential key, position) per positive weight
+  std::vector<int64_t> eligible;                 // a node's eligible positions (temporal)
 };
 
 // The weighted counterpart of sample_node (weights already checked; `positive` of them > 0):
@@ -111,7 +112,7 @@ struct WeightedScratch {
 template <typename index_t>
 void sample_node_weighted(const double* weight, int64_t begin, int64_t degree, int64_t positive,
                           int64_t k, bool replace, uint64_t rng_seed, uint64_t local,
-                          WeightedScratch& scratch, index_t* out) {
+                          DrawScratch& scratch, index_t* out) {
   const double* w = weight + begin;
   if (k < 0 || (!replace && k >= positive)) {
     for (int64_t j = 0, o = 0; j < degree; ++j)
@@ -143,6 +144,79 @@ void sample_node_weighted(const double* weight, int64_t begin, int64_t degree, i
     std::partial_sort(scratch.keys.begin(), scratch.keys.begin() + k, scratch.keys.end());
     for (int64_t d = 0; d < k; ++d) out[d] = index_t(begin + scratch.keys[size_t(d)].second);
   }
+}
+
+// row[p], checked against the node count.
+template <typename index_t>
+int64_t neighbor_at(const index_t* row, int64_t p, int64_t num_nodes) {
+  const int64_t u = row[p];
+  IOGNN_CHECK(u >= 0 && u < num_nodes, IndexError, "neighbor_sample: row[", p, "] = ", u,
+              " is out of range for a graph of ", num_nodes, " nodes");
+  return u;
+}
+
+// Which in-edge positions each tree may sample (contract: kernels/sampler_types.h): those whose
+// time (the neighbour's node time, or the edge's time) is <= the tree's seed time.
+template <typename index_t>
+class TemporalFilter {
+ public:
+  TemporalFilter(const NeighborSampleOptions& options, const index_t* row, int64_t num_nodes,
+                 const index_t* seed, int64_t num_seeds)
+      : node_time_(options.node_time), edge_time_(options.edge_time), row_(row),
+        num_nodes_(num_nodes), last_(options.temporal_strategy == TemporalStrategy::kLast) {
+    if (!active()) return;
+    seed_time_.resize(size_t(num_seeds));
+    for (int64_t i = 0; i < num_seeds; ++i)
+      seed_time_[size_t(i)] = options.seed_time ? options.seed_time[i] : node_time_[seed[i]];
+  }
+
+  bool active() const { return node_time_ || edge_time_; }
+
+  // How many positions of [lo, hi) tree `tree` may sample with fan-out k.
+  int64_t population(int64_t lo, int64_t hi, int64_t tree, int64_t k) const {
+    int64_t eligible = 0;
+    for (int64_t p = lo; p < hi; ++p) eligible += time_at(p) <= seed_time_[size_t(tree)];
+    return last_ && k >= 0 ? std::min(eligible, k) : eligible;
+  }
+
+  // Writes that population's positions, in CSC order, into `out`.
+  void positions(int64_t lo, int64_t hi, int64_t tree, int64_t k, std::vector<int64_t>& out) const {
+    out.clear();
+    for (int64_t p = lo; p < hi; ++p)
+      if (time_at(p) <= seed_time_[size_t(tree)]) out.push_back(p);
+    if (!last_ || k < 0 || int64_t(out.size()) <= k) return;
+    // The k most recent: the largest times, a tie going to the later position.
+    const auto more_recent = [&](int64_t a, int64_t b) {
+      const int64_t ta = time_at(a), tb = time_at(b);
+      return ta != tb ? ta > tb : a > b;
+    };
+    std::nth_element(out.begin(), out.begin() + k, out.end(), more_recent);
+    out.resize(size_t(k));
+    std::sort(out.begin(), out.end());
+  }
+
+ private:
+  int64_t time_at(int64_t p) const {
+    return edge_time_ ? edge_time_[p] : node_time_[neighbor_at(row_, p, num_nodes_)];
+  }
+
+  const int64_t* node_time_;
+  const int64_t* edge_time_;
+  const index_t* row_;
+  int64_t num_nodes_;
+  bool last_;
+  std::vector<int64_t> seed_time_;  // one per tree
+};
+
+// The temporal counterpart of sample_node: the draws of sample_node over the population's
+// positions (population.size() of them).
+template <typename index_t>
+void sample_node_temporal(const std::vector<int64_t>& population, int64_t k, bool replace,
+                          uint64_t rng_seed, uint64_t local, index_t* out) {
+  const int64_t size = int64_t(population.size());
+  sample_node<index_t>(0, size, k, replace, rng_seed, local, out);
+  for (int64_t d = 0, n = sample_size(size, k, replace); d < n; ++d)
+    out[d] = index_t(population[size_t(out[d])]);
 }
 
 // Key -> local id, where a key is a global node id, or tree * num_nodes + node with disjoint.
@@ -195,6 +269,21 @@ void check_arguments(const index_t* colptr, int64_t num_nodes, int64_t num_edges
                 " nodes");
 }
 
+void check_temporal_options(const NeighborSampleOptions& options) {
+  const bool temporal = options.node_time || options.edge_time;
+  IOGNN_CHECK(!(options.node_time && options.edge_time), ValueError,
+              "neighbor_sample: give node_time or edge_time, not both");
+  IOGNN_CHECK(temporal || !options.seed_time, ValueError,
+              "neighbor_sample: seed_time needs node_time or edge_time");
+  IOGNN_CHECK(!options.edge_time || options.seed_time, ValueError,
+              "neighbor_sample: edge_time needs seed_time (one time per seed)");
+  IOGNN_CHECK(!temporal || options.disjoint, ValueError,
+              "neighbor_sample: temporal sampling (node_time / edge_time) needs disjoint=True");
+  IOGNN_CHECK(!temporal || !options.weight, ValueError,
+              "neighbor_sample: weighted temporal sampling (weight with node_time / edge_time) is "
+              "not supported");
+}
+
 }  // namespace
 
 template <typename index_t>
@@ -204,6 +293,7 @@ SampledSubgraph<index_t> neighbor_sample(const index_t* colptr, int64_t num_node
                                          const std::vector<int64_t>& num_neighbors,
                                          const NeighborSampleOptions& options) {
   check_arguments(colptr, num_nodes, num_edges, seed, num_seeds, num_neighbors);
+  check_temporal_options(options);
   const bool disjoint = options.disjoint;
   SampledSubgraph<index_t> out;
   LocalIds<index_t> ids(num_nodes, disjoint ? num_seeds : 1);
@@ -215,6 +305,7 @@ SampledSubgraph<index_t> neighbor_sample(const index_t* colptr, int64_t num_node
   out.num_sampled_nodes.push_back(num_seeds);
 
   const double* weight = options.weight;
+  const TemporalFilter<index_t> temporal(options, row, num_nodes, seed, num_seeds);
   std::vector<int64_t> offsets, positives;  // positives: per frontier node, with weights only
   int64_t begin = 0;  // the frontier: the local ids [begin, end) found by the previous hop
   for (const int64_t k : num_neighbors) {
@@ -230,6 +321,7 @@ SampledSubgraph<index_t> neighbor_sample(const index_t* colptr, int64_t num_node
                   "], but colptr[", v, "] = ", lo, " and colptr[", v + 1, "] = ", hi);
       int64_t population = hi - lo;
       if (weight) population = positives[size_t(i - begin)] = count_positive_weights(weight, lo, hi);
+      if (temporal.active()) population = temporal.population(lo, hi, out.batch[size_t(i)], k);
       offsets[size_t(i - begin + 1)] =
           offsets[size_t(i - begin)] + sample_size(population, k, options.replace);
     }
@@ -239,29 +331,31 @@ SampledSubgraph<index_t> neighbor_sample(const index_t* colptr, int64_t num_node
     out.col.resize(size_t(first_edge + hop_edges));
     // Pass 2: the draws, each frontier node into its own slice.
     parallel_for(begin, end, 64, [&](int64_t lo, int64_t hi) {
-      WeightedScratch scratch;
+      DrawScratch scratch;
       for (int64_t i = lo; i < hi; ++i) {
         const int64_t v = out.node[size_t(i)];
         const int64_t slice = first_edge + offsets[size_t(i - begin)];
         const int64_t slice_end = first_edge + offsets[size_t(i - begin + 1)];
         const int64_t degree = int64_t(colptr[v + 1]) - colptr[v];
-        if (weight)
+        if (weight) {
           sample_node_weighted<index_t>(weight, colptr[v], degree, positives[size_t(i - begin)], k,
                                         options.replace, options.rng_seed, uint64_t(i), scratch,
                                         out.edge.data() + slice);
-        else
+        } else if (temporal.active()) {
+          temporal.positions(colptr[v], colptr[v + 1], out.batch[size_t(i)], k, scratch.eligible);
+          sample_node_temporal<index_t>(scratch.eligible, k, options.replace, options.rng_seed,
+                                        uint64_t(i), out.edge.data() + slice);
+        } else {
           sample_node<index_t>(colptr[v], degree, k, options.replace, options.rng_seed,
                                uint64_t(i), out.edge.data() + slice);
+        }
         std::fill(out.col.begin() + slice, out.col.begin() + slice_end, index_t(i));
       }
     });
     // Pass 3: relabel the sampled neighbours in edge order.
     out.row.resize(size_t(first_edge + hop_edges));
     for (int64_t e = first_edge; e < first_edge + hop_edges; ++e) {
-      const int64_t u = row[out.edge[size_t(e)]];
-      IOGNN_CHECK(u >= 0 && u < num_nodes, IndexError, "neighbor_sample: row[",
-                  int64_t(out.edge[size_t(e)]), "] = ", u, " is out of range for a graph of ",
-                  num_nodes, " nodes");
+      const int64_t u = neighbor_at(row, int64_t(out.edge[size_t(e)]), num_nodes);
       const int64_t tree = disjoint ? int64_t(out.batch[size_t(out.col[size_t(e)])]) : 0;
       const int64_t next = int64_t(out.node.size());
       const auto [local, is_new] = ids.insert(tree * num_nodes + u, next);
