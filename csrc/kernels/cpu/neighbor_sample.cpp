@@ -306,6 +306,7 @@ SampledSubgraph<index_t> neighbor_sample(const index_t* colptr, int64_t num_node
 
   const double* weight = options.weight;
   const TemporalFilter<index_t> temporal(options, row, num_nodes, seed, num_seeds);
+  const bool timed = temporal.active();
   std::vector<int64_t> offsets, positives;  // positives: per frontier node, with weights only
   int64_t begin = 0;  // the frontier: the local ids [begin, end) found by the previous hop
   for (const int64_t k : num_neighbors) {
@@ -321,7 +322,7 @@ SampledSubgraph<index_t> neighbor_sample(const index_t* colptr, int64_t num_node
                   "], but colptr[", v, "] = ", lo, " and colptr[", v + 1, "] = ", hi);
       int64_t population = hi - lo;
       if (weight) population = positives[size_t(i - begin)] = count_positive_weights(weight, lo, hi);
-      if (temporal.active()) population = temporal.population(lo, hi, out.batch[size_t(i)], k);
+      if (timed) population = temporal.population(lo, hi, out.batch[size_t(i)], k);
       offsets[size_t(i - begin + 1)] =
           offsets[size_t(i - begin)] + sample_size(population, k, options.replace);
     }
@@ -329,29 +330,37 @@ SampledSubgraph<index_t> neighbor_sample(const index_t* colptr, int64_t num_node
     const int64_t hop_edges = offsets.back();
     out.edge.resize(size_t(first_edge + hop_edges));
     out.col.resize(size_t(first_edge + hop_edges));
-    // Pass 2: the draws, each frontier node into its own slice.
-    parallel_for(begin, end, 64, [&](int64_t lo, int64_t hi) {
-      DrawScratch scratch;
-      for (int64_t i = lo; i < hi; ++i) {
-        const int64_t v = out.node[size_t(i)];
-        const int64_t slice = first_edge + offsets[size_t(i - begin)];
-        const int64_t slice_end = first_edge + offsets[size_t(i - begin + 1)];
-        const int64_t degree = int64_t(colptr[v + 1]) - colptr[v];
-        if (weight) {
-          sample_node_weighted<index_t>(weight, colptr[v], degree, positives[size_t(i - begin)], k,
-                                        options.replace, options.rng_seed, uint64_t(i), scratch,
-                                        out.edge.data() + slice);
-        } else if (temporal.active()) {
-          temporal.positions(colptr[v], colptr[v + 1], out.batch[size_t(i)], k, scratch.eligible);
-          sample_node_temporal<index_t>(scratch.eligible, k, options.replace, options.rng_seed,
-                                        uint64_t(i), out.edge.data() + slice);
-        } else {
-          sample_node<index_t>(colptr[v], degree, k, options.replace, options.rng_seed,
-                               uint64_t(i), out.edge.data() + slice);
+    // Pass 2: the draws, each frontier node into its own slice. One loop per kind of draw, so
+    // that the uniform loop carries no branch of the others.
+    const auto draw_all = [&](auto&& draw) {
+      parallel_for(begin, end, 64, [&](int64_t lo, int64_t hi) {
+        DrawScratch scratch;
+        for (int64_t i = lo; i < hi; ++i) {
+          const int64_t v = out.node[size_t(i)];
+          const int64_t slice = first_edge + offsets[size_t(i - begin)];
+          const int64_t slice_end = first_edge + offsets[size_t(i - begin + 1)];
+          draw(i, int64_t(colptr[v]), int64_t(colptr[v + 1]), scratch, out.edge.data() + slice);
+          std::fill(out.col.begin() + slice, out.col.begin() + slice_end, index_t(i));
         }
-        std::fill(out.col.begin() + slice, out.col.begin() + slice_end, index_t(i));
-      }
-    });
+      });
+    };
+    const bool replace = options.replace;
+    const uint64_t rng_seed = options.rng_seed;
+    if (weight) {
+      draw_all([&](int64_t i, int64_t lo, int64_t hi, DrawScratch& scratch, index_t* slice) {
+        sample_node_weighted<index_t>(weight, lo, hi - lo, positives[size_t(i - begin)], k,
+                                      replace, rng_seed, uint64_t(i), scratch, slice);
+      });
+    } else if (timed) {
+      draw_all([&](int64_t i, int64_t lo, int64_t hi, DrawScratch& scratch, index_t* slice) {
+        temporal.positions(lo, hi, out.batch[size_t(i)], k, scratch.eligible);
+        sample_node_temporal<index_t>(scratch.eligible, k, replace, rng_seed, uint64_t(i), slice);
+      });
+    } else {
+      draw_all([&](int64_t i, int64_t lo, int64_t hi, DrawScratch&, index_t* slice) {
+        sample_node<index_t>(lo, hi - lo, k, replace, rng_seed, uint64_t(i), slice);
+      });
+    }
     // Pass 3: relabel the sampled neighbours in edge order.
     out.row.resize(size_t(first_edge + hop_edges));
     for (int64_t e = first_edge; e < first_edge + hop_edges; ++e) {
