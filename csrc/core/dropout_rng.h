@@ -3,21 +3,19 @@
 // The keep/drop decision of (seed, edge, head) is a pure function of those three numbers, so the
 // forward and the backward pass regenerate the same mask without storing it, and the CPU and CUDA
 // kernels produce identical masks. `edge` is the augmented edge id (Graph.eid), which does not
-// depend on the CSR layout. The hash is the SplitMix64 finaliser applied to seed + key * golden
-// ratio (a bijection of the key for a fixed seed), keeping the top 24 bits as a uniform in [0, 1).
+// depend on the CSR layout. The hash is the SplitMix64 finaliser (core/counter_rng.h) applied to
+// seed + key * golden ratio (a bijection of the key for a fixed seed), keeping the top 24 bits as
+// a uniform in [0, 1).
 #pragma once
 
 #include <cstdint>
 
-#include "core/numeric.h"
+#include "core/counter_rng.h"
 
 namespace iognn {
 
 IOGNN_HD float dropout_uniform(uint64_t seed, uint64_t edge, uint64_t head, uint64_t num_heads) {
-  uint64_t z = seed + (edge * num_heads + head + 1) * 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
+  const uint64_t z = mix64(seed + (edge * num_heads + head + 1) * kGoldenGamma);
   return float(z >> 40) * (1.0f / 16777216.0f);
 }
 

@@ -40,7 +40,7 @@
 //   num_sampled_edges[h]  edges sampled at hop h, num_hops entries
 //
 // Randomness: draw d of the frontier node with local id l is a pure function of
-// (rng_seed, l, d) (a SplitMix64-style counter hash, as in core/dropout_rng.h), so a result
+// (rng_seed, l, d) (kernels/sampler_draws.h: a counter hash, core/counter_rng.h), so a result
 // depends on rng_seed only: not on thread count or on how the frontier is split across threads.
 // (Weighted sampling without replacement draws one key per in-edge: d is its offset in the node's
 // CSC range.)
@@ -57,6 +57,7 @@
 //
 // The family's places:
 //   contract (this file)           kernels/sampler_types.h
+//   random draws (host and device) kernels/sampler_draws.h
 //   host kernel                    kernels/cpu/neighbor_sample.{h,cpp}
 //   binding                        binding/sampler.cpp (schema, checks, host backend)
 //   Python                         python/iognn/sampler.py (PyG NeighborSampler subclass),

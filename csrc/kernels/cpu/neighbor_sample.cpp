@@ -16,34 +16,10 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "kernels/sampler_draws.h"
 
 namespace iognn::cpu {
 namespace {
-
-constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
-
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// The bits of draw `draw` of the frontier node with local id `local`.
-uint64_t draw_bits(uint64_t rng_seed, uint64_t local, uint64_t draw) {
-  return mix64(mix64(rng_seed + (local + 1) * kGolden) + (draw + 1) * kGolden);
-}
-
-// Uniform in [0, n) (n >= 1). The multiply-high map has a bias below n / 2^64, far under any
-// test's resolution.
-int64_t uniform_below(uint64_t rng_seed, uint64_t local, uint64_t draw, int64_t n) {
-  const uint64_t bits = draw_bits(rng_seed, local, draw);
-  return int64_t((static_cast<unsigned __int128>(bits) * uint64_t(n)) >> 64);
-}
-
-// Uniform in [0, 1), on the 53 bits a double holds.
-double unit_interval(uint64_t rng_seed, uint64_t local, uint64_t draw) {
-  return double(draw_bits(rng_seed, local, draw) >> 11) * 0x1.0p-53;
-}
 
 // How many positions a node contributes with fan-out k: `population` is its in-degree, or with
 // weights its number of positive-weight in-edges (zero-weight edges are never sampled).
