@@ -9,6 +9,14 @@
 
 namespace iognn {
 
+// How many positions a node contributes with fan-out k: `population` is its in-degree, or with
+// weights its number of positive-weight in-edges (zero-weight edges are never sampled), or with
+// times its eligible in-edges.
+IOGNN_HD int64_t sample_size(int64_t population, int64_t k, bool replace) {
+  if (k < 0 || population == 0) return population;
+  return replace ? k : (k < population ? k : population);
+}
+
 // The 64 random bits of one draw.
 IOGNN_HD uint64_t draw_bits(uint64_t rng_seed, uint64_t local, uint64_t draw) {
   return mix64(mix64(rng_seed + (local + 1) * kGoldenGamma) + (draw + 1) * kGoldenGamma);

@@ -9,24 +9,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
-#include "core/error.h"
 #include "core/parallel.h"
+#include "kernels/sampler_checks.h"
 #include "kernels/sampler_draws.h"
 
 namespace iognn::cpu {
 namespace {
-
-// How many positions a node contributes with fan-out k: `population` is its in-degree, or with
-// weights its number of positive-weight in-edges (zero-weight edges are never sampled).
-int64_t sample_size(int64_t population, int64_t k, bool replace) {
-  if (k < 0 || population == 0) return population;
-  return replace ? k : std::min(k, population);
-}
 
 // Floyd's method keeps a set of the positions taken so far: the slice itself is scanned while it
 // is short, a hash set serves longer ones.
@@ -64,8 +56,7 @@ void sample_node(int64_t begin, int64_t degree, int64_t k, bool replace, uint64_
 int64_t count_positive_weights(const double* weight, int64_t lo, int64_t hi) {
   int64_t positive = 0;
   for (int64_t p = lo; p < hi; ++p) {
-    IOGNN_CHECK(std::isfinite(weight[p]) && weight[p] >= 0, ValueError, "neighbor_sample: weight[",
-                p, "] = ", weight[p], " must be finite and >= 0");
+    check_sample_weight(p, weight[p]);
     positive += weight[p] > 0;
   }
   return positive;
@@ -125,10 +116,7 @@ void sample_node_weighted(const double* weight, int64_t begin, int64_t degree, i
 // row[p], checked against the node count.
 template <typename index_t>
 int64_t neighbor_at(const index_t* row, int64_t p, int64_t num_nodes) {
-  const int64_t u = row[p];
-  IOGNN_CHECK(u >= 0 && u < num_nodes, IndexError, "neighbor_sample: row[", p, "] = ", u,
-              " is out of range for a graph of ", num_nodes, " nodes");
-  return u;
+  return check_sample_neighbor(p, int64_t(row[p]), num_nodes);
 }
 
 // Which in-edge positions each tree may sample (contract: kernels/sampler_types.h): those whose
@@ -200,10 +188,8 @@ void sample_node_temporal(const std::vector<int64_t>& population, int64_t k, boo
 template <typename index_t>
 class LocalIds {
  public:
+  // The key space is checked first (check_sample_key_space).
   LocalIds(int64_t num_nodes, int64_t num_trees) {
-    IOGNN_CHECK(num_nodes == 0 || num_trees <= std::numeric_limits<int64_t>::max() / num_nodes,
-                ValueError, "neighbor_sample: disjoint sampling of ", num_trees, " seeds on ",
-                num_nodes, " nodes exceeds the 64-bit (seed, node) key space");
     const int64_t keys = num_trees * num_nodes;
     if (keys <= kDenseKeys) dense_.assign(size_t(keys), -1);
     dense_mode_ = keys <= kDenseKeys;
@@ -228,38 +214,6 @@ class LocalIds {
   std::unordered_map<int64_t, int64_t> sparse_;
 };
 
-template <typename index_t>
-void check_arguments(const index_t* colptr, int64_t num_nodes, int64_t num_edges,
-                     const index_t* seed, int64_t num_seeds,
-                     const std::vector<int64_t>& num_neighbors) {
-  IOGNN_CHECK(num_nodes >= 0, ValueError, "neighbor_sample: colptr must have at least one entry");
-  IOGNN_CHECK(colptr[0] == 0 && int64_t(colptr[num_nodes]) == num_edges, ValueError,
-              "neighbor_sample: colptr must start at 0 and end at the number of entries of row (",
-              num_edges, "), got ", int64_t(colptr[0]), " and ", int64_t(colptr[num_nodes]));
-  for (size_t h = 0; h < num_neighbors.size(); ++h)
-    IOGNN_CHECK(num_neighbors[h] >= -1, ValueError, "neighbor_sample: num_neighbors[", h,
-                "] must be >= 0, or -1 for every neighbour, got ", num_neighbors[h]);
-  for (int64_t i = 0; i < num_seeds; ++i)
-    IOGNN_CHECK(seed[i] >= 0 && int64_t(seed[i]) < num_nodes, IndexError, "neighbor_sample: seed[",
-                i, "] = ", int64_t(seed[i]), " is out of range for a graph of ", num_nodes,
-                " nodes");
-}
-
-void check_temporal_options(const NeighborSampleOptions& options) {
-  const bool temporal = options.node_time || options.edge_time;
-  IOGNN_CHECK(!(options.node_time && options.edge_time), ValueError,
-              "neighbor_sample: give node_time or edge_time, not both");
-  IOGNN_CHECK(temporal || !options.seed_time, ValueError,
-              "neighbor_sample: seed_time needs node_time or edge_time");
-  IOGNN_CHECK(!options.edge_time || options.seed_time, ValueError,
-              "neighbor_sample: edge_time needs seed_time (one time per seed)");
-  IOGNN_CHECK(!temporal || options.disjoint, ValueError,
-              "neighbor_sample: temporal sampling (node_time / edge_time) needs disjoint=True");
-  IOGNN_CHECK(!temporal || !options.weight, ValueError,
-              "neighbor_sample: weighted temporal sampling (weight with node_time / edge_time) is "
-              "not supported");
-}
-
 }  // namespace
 
 template <typename index_t>
@@ -268,8 +222,9 @@ SampledSubgraph<index_t> neighbor_sample(const index_t* colptr, int64_t num_node
                                          const index_t* seed, int64_t num_seeds,
                                          const std::vector<int64_t>& num_neighbors,
                                          const NeighborSampleOptions& options) {
-  check_arguments(colptr, num_nodes, num_edges, seed, num_seeds, num_neighbors);
-  check_temporal_options(options);
+  check_sample_num_nodes(num_nodes);
+  check_sample_arguments(int64_t(colptr[0]), int64_t(colptr[num_nodes]), num_nodes, num_edges, seed,
+                         num_seeds, num_neighbors, options);
   const bool disjoint = options.disjoint;
   SampledSubgraph<index_t> out;
   LocalIds<index_t> ids(num_nodes, disjoint ? num_seeds : 1);
@@ -293,9 +248,7 @@ SampledSubgraph<index_t> neighbor_sample(const index_t* colptr, int64_t num_node
     for (int64_t i = begin; i < end; ++i) {
       const int64_t v = out.node[size_t(i)];
       const int64_t lo = colptr[v], hi = colptr[v + 1];
-      IOGNN_CHECK(0 <= lo && lo <= hi && hi <= num_edges, ValueError,
-                  "neighbor_sample: colptr must be non-decreasing within [0, ", num_edges,
-                  "], but colptr[", v, "] = ", lo, " and colptr[", v + 1, "] = ", hi);
+      check_sample_colptr_range(v, lo, hi, num_edges);
       int64_t population = hi - lo;
       if (weight) population = positives[size_t(i - begin)] = count_positive_weights(weight, lo, hi);
       if (timed) population = temporal.population(lo, hi, out.batch[size_t(i)], k);
@@ -345,9 +298,7 @@ SampledSubgraph<index_t> neighbor_sample(const index_t* colptr, int64_t num_node
       const int64_t next = int64_t(out.node.size());
       const auto [local, is_new] = ids.insert(tree * num_nodes + u, next);
       if (is_new) {
-        IOGNN_CHECK(next <= int64_t(std::numeric_limits<index_t>::max()), ValueError,
-                    "neighbor_sample: the sample has more nodes than int32 local ids can number; "
-                    "use int64 colptr/row/seed");
+        check_sample_local_id<index_t>(next);
         out.node.push_back(index_t(u));
         if (disjoint) out.batch.push_back(index_t(tree));
       }
