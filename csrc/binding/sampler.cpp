@@ -1,24 +1,32 @@
-// iognn::neighbor_sample: schema, checks and the host backend (kernel: kernels/cpu/neighbor_sample.h,
-// contract: kernels/sampler_types.h). The outputs follow pyg-lib's neighbor_sample with csc=True:
+// iognn::neighbor_sample: schema, checks and backends (kernels: kernels/cpu/neighbor_sample.h and
+// kernels/cuda/neighbor_sample.h, contract: kernels/sampler_types.h). The outputs follow pyg-lib's
+// neighbor_sample with csc=True:
 //   row, col, edge_id [num_sampled_edges]   local ids of neighbour and frontier node; CSC positions
 //   node  [num_nodes]     global ids, or [num_nodes, 2] (seed position, global id) with disjoint
 //   num_sampled_nodes (num_hops + 1 entries), num_sampled_edges (num_hops entries)
-// all index tensors in the graph's index dtype. rng_seed's 64 bits are the generator's key.
+// all index tensors in the graph's index dtype, on the graph's device. rng_seed's 64 bits are the
+// generator's key; both backends give the same sample for the same key.
 // weight (optional): float64 [len(row)], the edge weights in CSC order (weighted sampling).
 // node_time [num_nodes] / edge_time [len(row), CSC order] / seed_time [len(seed)] (optional, int64)
 // and temporal_strategy ('uniform' or 'last'): temporal sampling; weight with a time raises
 // NotImplementedError, as pyg-lib does.
-// CPU only: no CUDA kernel yet (a CUDA input raises NotImplementedError); no Meta kernel (the
-// output sizes depend on the graph's data); no autograd (sampling is not differentiable).
+// CPU and CUDA (every tensor on colptr's device); no Meta kernel (the output sizes depend on the
+// graph's data); no autograd (sampling is not differentiable).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
 #include <optional>
 #include <tuple>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "binding/utils.h"
 #include "kernels/cpu/neighbor_sample.h"
+#if defined(IOGNN_CUDA_BINDING)
+#include "binding/cuda/device_scope.h"
+#include "kernels/cuda/neighbor_sample.h"
+#endif
 
 namespace iognn::torch_ext {
 namespace {
@@ -54,14 +62,15 @@ TemporalStrategy parse_temporal_strategy(c10::string_view strategy) {
   return TemporalStrategy::kLast;
 }
 
-SampleOutputs neighbor_sample_cpu(const at::Tensor& colptr, const at::Tensor& row,
-                                  const at::Tensor& seed, at::IntArrayRef num_neighbors,
-                                  bool replace, bool disjoint, int64_t rng_seed,
-                                  const std::optional<at::Tensor>& weight,
-                                  const std::optional<at::Tensor>& node_time,
-                                  const std::optional<at::Tensor>& edge_time,
-                                  const std::optional<at::Tensor>& seed_time,
-                                  c10::string_view temporal_strategy) {
+// The checks both backends share (dtypes, ranks, sizes, the options' combination), and the
+// kernel options they make (pointers into the tensors: host or device memory).
+NeighborSampleOptions checked_options(const at::Tensor& colptr, const at::Tensor& row,
+                                      const at::Tensor& seed, bool replace, bool disjoint,
+                                      int64_t rng_seed, const std::optional<at::Tensor>& weight,
+                                      const std::optional<at::Tensor>& node_time,
+                                      const std::optional<at::Tensor>& edge_time,
+                                      const std::optional<at::Tensor>& seed_time,
+                                      c10::string_view temporal_strategy) {
   check_index_vector(colptr, kNeighborSample, "colptr");
   check_index_vector(row, kNeighborSample, "row");
   check_index_vector(seed, kNeighborSample, "seed");
@@ -80,14 +89,32 @@ SampleOutputs neighbor_sample_cpu(const at::Tensor& colptr, const at::Tensor& ro
   TORCH_CHECK_NOT_IMPLEMENTED(!(weight && (node_time || edge_time)), kNeighborSample,
                               ": weighted temporal sampling (weight with node_time / edge_time) "
                               "is not supported");
-  const NeighborSampleOptions options{replace,
-                                      disjoint,
-                                      static_cast<uint64_t>(rng_seed),
-                                      optional_cptr<double>(weight),
-                                      optional_cptr<int64_t>(node_time),
-                                      optional_cptr<int64_t>(edge_time),
-                                      optional_cptr<int64_t>(seed_time),
-                                      parse_temporal_strategy(temporal_strategy)};
+  return NeighborSampleOptions{replace,
+                               disjoint,
+                               static_cast<uint64_t>(rng_seed),
+                               optional_cptr<double>(weight),
+                               optional_cptr<int64_t>(node_time),
+                               optional_cptr<int64_t>(edge_time),
+                               optional_cptr<int64_t>(seed_time),
+                               parse_temporal_strategy(temporal_strategy)};
+}
+
+// pyg-lib's node output: the global ids, or (seed position, global id) pairs with disjoint.
+at::Tensor node_output(at::Tensor node, const at::Tensor& batch, bool disjoint) {
+  return disjoint ? at::stack({batch, node}, 1) : node;
+}
+
+SampleOutputs neighbor_sample_cpu(const at::Tensor& colptr, const at::Tensor& row,
+                                  const at::Tensor& seed, at::IntArrayRef num_neighbors,
+                                  bool replace, bool disjoint, int64_t rng_seed,
+                                  const std::optional<at::Tensor>& weight,
+                                  const std::optional<at::Tensor>& node_time,
+                                  const std::optional<at::Tensor>& edge_time,
+                                  const std::optional<at::Tensor>& seed_time,
+                                  c10::string_view temporal_strategy) {
+  const NeighborSampleOptions options =
+      checked_options(colptr, row, seed, replace, disjoint, rng_seed, weight, node_time,
+                      edge_time, seed_time, temporal_strategy);
   const std::vector<int64_t> fanouts(num_neighbors.begin(), num_neighbors.end());
   const at::TensorOptions index_options = colptr.options();
   SampleOutputs out;
@@ -97,14 +124,76 @@ SampleOutputs neighbor_sample_cpu(const at::Tensor& colptr, const at::Tensor& ro
       return cpu::neighbor_sample<I>(cptr<I>(colptr), colptr.numel() - 1, cptr<I>(row),
                                      row.numel(), cptr<I>(seed), seed.numel(), fanouts, options);
     });
-    at::Tensor node = adopt(std::move(s.node), index_options);
-    if (disjoint) node = at::stack({adopt(std::move(s.batch), index_options), node}, 1);
+    at::Tensor batch = adopt(std::move(s.batch), index_options);
     out = {adopt(std::move(s.row), index_options), adopt(std::move(s.col), index_options),
-           std::move(node), adopt(std::move(s.edge), index_options),
-           std::move(s.num_sampled_nodes), std::move(s.num_sampled_edges)};
+           node_output(adopt(std::move(s.node), index_options), batch, disjoint),
+           adopt(std::move(s.edge), index_options), std::move(s.num_sampled_nodes),
+           std::move(s.num_sampled_edges)};
   });
   return out;
 }
+
+#if defined(IOGNN_CUDA_BINDING)
+// The CUDA kernel's device memory: blocks of PyTorch's caching allocator on the current stream;
+// the output tensors are views of the blocks that hold them.
+class TorchArena final : public cuda::DeviceArena {
+ public:
+  explicit TorchArena(const at::Tensor& ref) : options_(ref.options().dtype(at::kByte)) {}
+  void* allocate(size_t bytes) override {
+    at::Tensor block = at::empty({int64_t(bytes)}, options_);
+    void* ptr = block.data_ptr();
+    blocks_.emplace(ptr, std::move(block));
+    return ptr;
+  }
+  void release(void* block) override { blocks_.erase(block); }
+  // The first `count` entries of the block at ptr, as a 1-D tensor of `like`'s dtype.
+  at::Tensor tensor(void* ptr, int64_t count, const at::Tensor& like) const {
+    if (count == 0) return at::empty({0}, like.options());
+    return blocks_.at(ptr).view(like.scalar_type()).narrow(0, 0, count);
+  }
+
+ private:
+  at::TensorOptions options_;
+  std::unordered_map<void*, at::Tensor> blocks_;
+};
+
+SampleOutputs neighbor_sample_cuda(const at::Tensor& colptr, const at::Tensor& row,
+                                   const at::Tensor& seed, at::IntArrayRef num_neighbors,
+                                   bool replace, bool disjoint, int64_t rng_seed,
+                                   const std::optional<at::Tensor>& weight,
+                                   const std::optional<at::Tensor>& node_time,
+                                   const std::optional<at::Tensor>& edge_time,
+                                   const std::optional<at::Tensor>& seed_time,
+                                   c10::string_view temporal_strategy) {
+  check_device(row, colptr, kNeighborSample, "row", "colptr");
+  check_device(seed, colptr, kNeighborSample, "seed", "colptr");
+  for (const auto& [t, name] : {std::pair{&weight, "weight"}, std::pair{&node_time, "node_time"},
+                                std::pair{&edge_time, "edge_time"},
+                                std::pair{&seed_time, "seed_time"}})
+    if (*t) check_device(**t, colptr, kNeighborSample, name, "colptr");
+  const NeighborSampleOptions options =
+      checked_options(colptr, row, seed, replace, disjoint, rng_seed, weight, node_time,
+                      edge_time, seed_time, temporal_strategy);
+  const std::vector<int64_t> fanouts(num_neighbors.begin(), num_neighbors.end());
+  const DeviceScope scope(colptr);
+  TorchArena arena(colptr);
+  SampleOutputs out;
+  dispatch_index(colptr.scalar_type(), kNeighborSample, [&](auto tag) {
+    using I = typename decltype(tag)::type;
+    cuda::DeviceSubgraph<I> s = translate_errors([&] {
+      return cuda::neighbor_sample<I>(cptr<I>(colptr), colptr.numel() - 1, cptr<I>(row),
+                                      row.numel(), cptr<I>(seed), seed.numel(), fanouts, options,
+                                      arena, scope.stream);
+    });
+    out = {arena.tensor(s.row, s.num_edges, colptr), arena.tensor(s.col, s.num_edges, colptr),
+           node_output(arena.tensor(s.node, s.num_nodes, colptr),
+                       arena.tensor(s.batch, disjoint ? s.num_nodes : 0, colptr), disjoint),
+           arena.tensor(s.edge, s.num_edges, colptr), std::move(s.num_sampled_nodes),
+           std::move(s.num_sampled_edges)};
+  });
+  return out;
+}
+#endif
 
 }  // namespace
 
@@ -121,31 +210,7 @@ TORCH_LIBRARY_FRAGMENT(iognn, m) {
 TORCH_LIBRARY_IMPL(iognn, CPU, m) { m.impl("neighbor_sample", &neighbor_sample_cpu); }
 
 #if defined(IOGNN_CUDA_BINDING)
-// No device kernel yet: a CUDA input raises NotImplementedError naming the op (not the
-// dispatcher's generic missing-kernel message), and nothing is copied to the host behind the
-// caller's back.
-TORCH_LIBRARY_IMPL(iognn, CUDA, m) {
-  m.impl("neighbor_sample",
-         [](const at::Tensor& colptr, const at::Tensor& row, const at::Tensor& seed,
-            at::IntArrayRef, bool, bool, int64_t, const std::optional<at::Tensor>& weight,
-            const std::optional<at::Tensor>& node_time,
-            const std::optional<at::Tensor>& edge_time,
-            const std::optional<at::Tensor>& seed_time, c10::string_view) -> SampleOutputs {
-           const at::Tensor* cuda_input = &colptr;  // the first CUDA input, named in the error
-           for (const at::Tensor* t : {&colptr, &row, &seed})
-             if (t->is_cuda()) {
-               cuda_input = t;
-               break;
-             }
-           if (!cuda_input->is_cuda())
-             for (const auto* t : {&weight, &node_time, &edge_time, &seed_time})
-               if (*t && (*t)->is_cuda()) {
-                 cuda_input = &**t;
-                 break;
-               }
-           not_implemented_on(kNeighborSample, *cuda_input);
-         });
-}
+TORCH_LIBRARY_IMPL(iognn, CUDA, m) { m.impl("neighbor_sample", &neighbor_sample_cuda); }
 #endif
 
 }  // namespace iognn::torch_ext

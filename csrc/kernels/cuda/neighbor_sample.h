@@ -1,0 +1,51 @@
+// Neighbour sampling on a CUDA device (contract: kernels/sampler_types.h): the host kernel's
+// results (kernels/cpu/neighbor_sample.h), bit for bit for uniform and temporal sampling, computed
+// on the device, hop by hop on `stream`, with one host synchronisation per hop and one at the end.
+// Weighted sampling draws the same distribution, bit for bit with replacement; without
+// replacement its keys use the device's log1p, which may differ from the host's in the last
+// place, so a tie or a last-ulp difference may reorder two keys.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/sampler_types.h"
+
+namespace iognn::cuda {
+
+// Device memory for one call, stream-ordered on the call's stream (the binding: PyTorch's caching
+// allocator). Blocks not released stay the caller's: the outputs live in them.
+class DeviceArena {
+ public:
+  virtual ~DeviceArena() = default;
+  virtual void* allocate(size_t bytes) = 0;  // bytes > 0
+  virtual void release(void* block) = 0;     // a block from allocate, no longer used
+};
+
+// The outputs, in blocks of the arena: row, col, edge [num_edges], node [num_nodes], batch
+// [num_nodes] with disjoint (else null); a pointer is null when its count is 0.
+template <typename index_t>
+struct DeviceSubgraph {
+  index_t* row = nullptr;
+  index_t* col = nullptr;
+  index_t* edge = nullptr;
+  index_t* node = nullptr;
+  index_t* batch = nullptr;
+  int64_t num_edges = 0, num_nodes = 0;
+  std::vector<int64_t> num_sampled_nodes, num_sampled_edges;
+};
+
+// Every pointer (and options' weight / times) is device memory. Errors are thrown as the host
+// kernel throws them (same types, same messages), after the synchronisation that reports them.
+template <typename index_t>
+DeviceSubgraph<index_t> neighbor_sample(const index_t* colptr, int64_t num_nodes,
+                                        const index_t* row, int64_t num_edges,
+                                        const index_t* seed, int64_t num_seeds,
+                                        const std::vector<int64_t>& num_neighbors,
+                                        const NeighborSampleOptions& options, DeviceArena& arena,
+                                        cudaStream_t stream);
+
+}  // namespace iognn::cuda
