@@ -41,7 +41,9 @@
 //
 // Randomness: draw d of the frontier node with local id l is a pure function of
 // (rng_seed, l, d) (kernels/sampler_draws.h: a counter hash, core/counter_rng.h), so a result
-// depends on rng_seed only: not on thread count or on how the frontier is split across threads.
+// depends on rng_seed only: not on thread count, on how the frontier is split across threads, or
+// on the backend (the CUDA kernel gives the host kernel's result; see kernels/cuda/neighbor_sample.h
+// for weighted sampling's last-ulp caveat).
 // (Weighted sampling without replacement draws one key per in-edge: d is its offset in the node's
 // CSC range.)
 //
@@ -58,12 +60,17 @@
 // The family's places:
 //   contract (this file)           kernels/sampler_types.h
 //   random draws (host and device) kernels/sampler_draws.h
+//   checks and their messages      kernels/sampler_checks.h (both backends)
 //   host kernel                    kernels/cpu/neighbor_sample.{h,cpp}
-//   binding                        binding/sampler.cpp (schema, checks, host backend)
+//   device kernel                  kernels/cuda/neighbor_sample.{h,cu} (hops, relabelling),
+//                                  kernels/cuda/neighbor_sample_draws.cuh (per-node draws)
+//   binding                        binding/sampler.cpp (schema, shared checks, CPU and CUDA)
 //   Python                         python/iognn/sampler.py (PyG NeighborSampler subclass),
 //                                  python/iognn/loader.py (PyG NeighborLoader, LinkNeighborLoader
 //                                  with that sampler)
-//   tests                          tests/cpp/test_neighbor_sample.cpp, tests/python/test_sampler.py
+//   tests                          tests/cpp/test_neighbor_sample.cpp, tests/python/test_sampler.py,
+//                                  tests/python/test_sampler_cuda.py (CUDA == CPU)
+//   timing                         scripts/profile_sampler.py
 //   docs                           docs/sampler.md
 #pragma once
 

@@ -1,11 +1,11 @@
 """Neighbour sampling for PyG's mini-batch loaders, without pyg-lib or torch-sparse.
 
 :class:`NeighborSampler` is PyG's ``torch_geometric.sampler.NeighborSampler`` with its homogeneous
-sampling call served by ``torch.ops.iognn.neighbor_sample`` (CPU, ``csrc/kernels/cpu``) instead of
-``torch.ops.pyg.neighbor_sample``: the graph's CSC, the seed handling, the outputs
+sampling call served by ``torch.ops.iognn.neighbor_sample`` (``csrc/kernels/cpu``, or
+``csrc/kernels/cuda`` for a graph on a CUDA device) instead of ``torch.ops.pyg.neighbor_sample``: the graph's CSC, the seed handling, the outputs
 (:class:`~torch_geometric.sampler.SamplerOutput`) and everything the loaders do with them stay
 PyG's. Each batch draws its generator key from torch's default generator, so ``torch.manual_seed``
-makes a run reproducible. ``weight_attr`` samples by edge weight (pyg-lib's distribution);
+makes a run reproducible (CPU and CUDA give the same sample). ``weight_attr`` samples by edge weight (pyg-lib's distribution);
 ``time_attr`` (node- or edge-level int64 times) with ``input_time`` samples temporally, as pyg-lib
 does (disjoint trees; ``temporal_strategy`` ``'uniform'`` or ``'last'``). Options not supported yet
 (heterogeneous graphs, weighted temporal sampling, induced subgraphs) raise ``NotImplementedError``
@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 import torch
 from torch import Tensor
+from torch_geometric.data import Data
 from torch_geometric.sampler import NeighborSampler as PyGNeighborSampler
 from torch_geometric.sampler import SamplerOutput
 from torch_geometric.sampler.base import DataType, SubgraphType
@@ -33,7 +34,7 @@ __all__ = ["NeighborSampler"]
 def _not_yet(what: str) -> NotImplementedError:
     return NotImplementedError(
         f"iognn.sampler.NeighborSampler: {what} is not supported yet (this release samples "
-        f"homogeneous graphs on the CPU)")
+        f"homogeneous graphs)")
 
 
 def _reject_unsupported(data: Any, subgraph_type: Any, temporal_strategy: str,
@@ -66,8 +67,17 @@ def _int64_times(time: Tensor, what: str) -> Tensor:
     return time.to(torch.int64).contiguous()
 
 
+def _graph_device(data: Any) -> torch.device:
+    """Where a homogeneous ``Data``'s graph lives (its edge_index); the CPU for anything else."""
+    edge_index = getattr(data, "edge_index", None) if isinstance(data, Data) else None
+    return edge_index.device if isinstance(edge_index, Tensor) else torch.device("cpu")
+
+
 class NeighborSampler(PyGNeighborSampler):
-    """PyG's in-memory ``NeighborSampler`` (same arguments) sampling with iognn's CPU kernel.
+    """PyG's in-memory ``NeighborSampler`` (same arguments) sampling with iognn's kernels.
+
+    A graph whose ``edge_index`` is on a CUDA device is sampled there: its CSC (and the weights
+    and times) stay on that device, and so do the batches.
 
     Supported: homogeneous ``Data`` (or a homogeneous feature/graph store), per-hop fan-outs
     (``-1``: every neighbour), ``replace``, ``disjoint``, ``weight_attr`` (with ``Data``: an edge
@@ -110,17 +120,21 @@ class NeighborSampler(PyGNeighborSampler):
                 edge_time=self.edge_time)
             if self.perm is not None:
                 self.edge_time = self.edge_time[self.perm]
-        # The kernel takes one index dtype for the whole graph, fp64 weights and int64 times.
-        self.row = self.row.to(self.colptr.dtype)
+        # The kernel takes one index dtype for the whole graph, fp64 weights and int64 times, all
+        # on the graph's device (PyG builds the CSC on the CPU).
+        device = _graph_device(data)
+        self.colptr, self.row = self.colptr.to(device), self.row.to(device, self.colptr.dtype)
+        if self.perm is not None:
+            self.perm = self.perm.to(device)
         if self.node_time is not None:
-            self.node_time = _int64_times(self.node_time, f"time_attr={time_attr!r}")
+            self.node_time = _int64_times(self.node_time, f"time_attr={time_attr!r}").to(device)
         if self.edge_time is not None:
-            self.edge_time = _int64_times(self.edge_time, f"time_attr={time_attr!r}")
+            self.edge_time = _int64_times(self.edge_time, f"time_attr={time_attr!r}").to(device)
         if weight_attr is not None:
             weight = data[weight_attr]
             if self.perm is not None:
                 weight = weight[self.perm]
-            self.edge_weight = weight.to(torch.float64).contiguous()
+            self.edge_weight = weight.to(device, torch.float64).contiguous()
             if share_memory:
                 self.edge_weight.share_memory_()
 
@@ -129,11 +143,11 @@ class NeighborSampler(PyGNeighborSampler):
         if isinstance(seed, dict):
             raise _not_yet("heterogeneous seeds")
         if seed_time is not None:
-            seed_time = _int64_times(seed_time, "input_time (seed times)")
+            seed_time = _int64_times(seed_time, "input_time (seed times)").to(self.colptr.device)
         rng_seed = int(torch.empty((), dtype=torch.int64).random_())
         row, col, node, edge, num_sampled_nodes, num_sampled_edges = \
             torch.ops.iognn.neighbor_sample(
-                self.colptr, self.row, seed.to(self.colptr.dtype).contiguous(),
+                self.colptr, self.row, seed.to(self.colptr.device, self.colptr.dtype).contiguous(),
                 self.num_neighbors.get_mapped_values(), self.replace, self.disjoint, rng_seed,
                 self.edge_weight, self.node_time, self.edge_time, seed_time,
                 self.temporal_strategy)
