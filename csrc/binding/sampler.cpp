@@ -15,6 +15,7 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <initializer_list>
 #include <optional>
 #include <tuple>
 #include <unordered_map>
@@ -104,34 +105,30 @@ at::Tensor node_output(at::Tensor node, const at::Tensor& batch, bool disjoint) 
   return disjoint ? at::stack({batch, node}, 1) : node;
 }
 
-SampleOutputs neighbor_sample_cpu(const at::Tensor& colptr, const at::Tensor& row,
-                                  const at::Tensor& seed, at::IntArrayRef num_neighbors,
-                                  bool replace, bool disjoint, int64_t rng_seed,
-                                  const std::optional<at::Tensor>& weight,
-                                  const std::optional<at::Tensor>& node_time,
-                                  const std::optional<at::Tensor>& edge_time,
-                                  const std::optional<at::Tensor>& seed_time,
-                                  c10::string_view temporal_strategy) {
-  const NeighborSampleOptions options =
-      checked_options(colptr, row, seed, replace, disjoint, rng_seed, weight, node_time,
-                      edge_time, seed_time, temporal_strategy);
-  const std::vector<int64_t> fanouts(num_neighbors.begin(), num_neighbors.end());
-  const at::TensorOptions index_options = colptr.options();
-  SampleOutputs out;
-  dispatch_index(colptr.scalar_type(), kNeighborSample, [&](auto tag) {
-    using I = typename decltype(tag)::type;
-    SampledSubgraph<I> s = translate_errors([&] {
-      return cpu::neighbor_sample<I>(cptr<I>(colptr), colptr.numel() - 1, cptr<I>(row),
-                                     row.numel(), cptr<I>(seed), seed.numel(), fanouts, options);
+// The host backend: the CPU kernel, its outputs adopted without copies.
+struct CpuSampler {
+  static void check_devices(const at::Tensor&, std::initializer_list<const at::Tensor*>,
+                            std::initializer_list<const std::optional<at::Tensor>*>) {}
+  static SampleOutputs sample(const at::Tensor& colptr, const at::Tensor& row,
+                              const at::Tensor& seed, const std::vector<int64_t>& fanouts,
+                              const NeighborSampleOptions& options) {
+    const at::TensorOptions index_options = colptr.options();
+    SampleOutputs out;
+    dispatch_index(colptr.scalar_type(), kNeighborSample, [&](auto tag) {
+      using I = typename decltype(tag)::type;
+      SampledSubgraph<I> s = translate_errors([&] {
+        return cpu::neighbor_sample<I>(cptr<I>(colptr), colptr.numel() - 1, cptr<I>(row),
+                                       row.numel(), cptr<I>(seed), seed.numel(), fanouts, options);
+      });
+      at::Tensor batch = adopt(std::move(s.batch), index_options);
+      out = {adopt(std::move(s.row), index_options), adopt(std::move(s.col), index_options),
+             node_output(adopt(std::move(s.node), index_options), batch, options.disjoint),
+             adopt(std::move(s.edge), index_options), std::move(s.num_sampled_nodes),
+             std::move(s.num_sampled_edges)};
     });
-    at::Tensor batch = adopt(std::move(s.batch), index_options);
-    out = {adopt(std::move(s.row), index_options), adopt(std::move(s.col), index_options),
-           node_output(adopt(std::move(s.node), index_options), batch, disjoint),
-           adopt(std::move(s.edge), index_options), std::move(s.num_sampled_nodes),
-           std::move(s.num_sampled_edges)};
-  });
-  return out;
-}
+    return out;
+  }
+};
 
 #if defined(IOGNN_CUDA_BINDING)
 // The CUDA kernel's device memory: blocks of PyTorch's caching allocator on the current stream;
@@ -157,43 +154,63 @@ class TorchArena final : public cuda::DeviceArena {
   std::unordered_map<void*, at::Tensor> blocks_;
 };
 
-SampleOutputs neighbor_sample_cuda(const at::Tensor& colptr, const at::Tensor& row,
-                                   const at::Tensor& seed, at::IntArrayRef num_neighbors,
-                                   bool replace, bool disjoint, int64_t rng_seed,
-                                   const std::optional<at::Tensor>& weight,
-                                   const std::optional<at::Tensor>& node_time,
-                                   const std::optional<at::Tensor>& edge_time,
-                                   const std::optional<at::Tensor>& seed_time,
-                                   c10::string_view temporal_strategy) {
-  check_device(row, colptr, kNeighborSample, "row", "colptr");
-  check_device(seed, colptr, kNeighborSample, "seed", "colptr");
-  for (const auto& [t, name] : {std::pair{&weight, "weight"}, std::pair{&node_time, "node_time"},
-                                std::pair{&edge_time, "edge_time"},
-                                std::pair{&seed_time, "seed_time"}})
-    if (*t) check_device(**t, colptr, kNeighborSample, name, "colptr");
+// The device backend: every input on colptr's device (the dispatcher picks it when any input is
+// a CUDA tensor, so colptr itself may be the odd one out).
+struct CudaSampler {
+  static void check_devices(const at::Tensor& colptr,
+                            std::initializer_list<const at::Tensor*> row_and_seed,
+                            std::initializer_list<const std::optional<at::Tensor>*> options) {
+    const char* names[] = {"row", "seed", "weight", "node_time", "edge_time", "seed_time"};
+    int n = 0;
+    for (const at::Tensor* t : row_and_seed)
+      check_device(*t, colptr, kNeighborSample, names[n++], "colptr");
+    for (const std::optional<at::Tensor>* t : options) {
+      if (*t) check_device(**t, colptr, kNeighborSample, names[n], "colptr");
+      ++n;
+    }
+  }
+  static SampleOutputs sample(const at::Tensor& colptr, const at::Tensor& row,
+                              const at::Tensor& seed, const std::vector<int64_t>& fanouts,
+                              const NeighborSampleOptions& options) {
+    const DeviceScope scope(colptr);
+    TorchArena arena(colptr);
+    SampleOutputs out;
+    dispatch_index(colptr.scalar_type(), kNeighborSample, [&](auto tag) {
+      using I = typename decltype(tag)::type;
+      cuda::DeviceSubgraph<I> s = translate_errors([&] {
+        const cuda::SampleGraph<I> graph{cptr<I>(colptr), colptr.numel() - 1, cptr<I>(row),
+                                         row.numel(), cptr<I>(seed), seed.numel()};
+        return cuda::neighbor_sample<I>(graph, fanouts, options, arena, scope.stream);
+      });
+      const bool disjoint = options.disjoint;
+      out = {arena.tensor(s.row, s.num_edges, colptr), arena.tensor(s.col, s.num_edges, colptr),
+             node_output(arena.tensor(s.node, s.num_nodes, colptr),
+                         arena.tensor(s.batch, disjoint ? s.num_nodes : 0, colptr), disjoint),
+             arena.tensor(s.edge, s.num_edges, colptr), std::move(s.num_sampled_nodes),
+             std::move(s.num_sampled_edges)};
+    });
+    return out;
+  }
+};
+#endif
+
+// The op: the checks both backends share, then the backend's kernel.
+template <class Backend>
+SampleOutputs neighbor_sample(const at::Tensor& colptr, const at::Tensor& row,
+                              const at::Tensor& seed, at::IntArrayRef num_neighbors, bool replace,
+                              bool disjoint, int64_t rng_seed,
+                              const std::optional<at::Tensor>& weight,
+                              const std::optional<at::Tensor>& node_time,
+                              const std::optional<at::Tensor>& edge_time,
+                              const std::optional<at::Tensor>& seed_time,
+                              c10::string_view temporal_strategy) {
+  Backend::check_devices(colptr, {&row, &seed}, {&weight, &node_time, &edge_time, &seed_time});
   const NeighborSampleOptions options =
       checked_options(colptr, row, seed, replace, disjoint, rng_seed, weight, node_time,
                       edge_time, seed_time, temporal_strategy);
   const std::vector<int64_t> fanouts(num_neighbors.begin(), num_neighbors.end());
-  const DeviceScope scope(colptr);
-  TorchArena arena(colptr);
-  SampleOutputs out;
-  dispatch_index(colptr.scalar_type(), kNeighborSample, [&](auto tag) {
-    using I = typename decltype(tag)::type;
-    cuda::DeviceSubgraph<I> s = translate_errors([&] {
-      return cuda::neighbor_sample<I>(cptr<I>(colptr), colptr.numel() - 1, cptr<I>(row),
-                                      row.numel(), cptr<I>(seed), seed.numel(), fanouts, options,
-                                      arena, scope.stream);
-    });
-    out = {arena.tensor(s.row, s.num_edges, colptr), arena.tensor(s.col, s.num_edges, colptr),
-           node_output(arena.tensor(s.node, s.num_nodes, colptr),
-                       arena.tensor(s.batch, disjoint ? s.num_nodes : 0, colptr), disjoint),
-           arena.tensor(s.edge, s.num_edges, colptr), std::move(s.num_sampled_nodes),
-           std::move(s.num_sampled_edges)};
-  });
-  return out;
+  return Backend::sample(colptr, row, seed, fanouts, options);
 }
-#endif
 
 }  // namespace
 
@@ -207,10 +224,10 @@ TORCH_LIBRARY_FRAGMENT(iognn, m) {
       "Tensor node, Tensor edge_id, int[] num_sampled_nodes, int[] num_sampled_edges)");
 }
 
-TORCH_LIBRARY_IMPL(iognn, CPU, m) { m.impl("neighbor_sample", &neighbor_sample_cpu); }
+TORCH_LIBRARY_IMPL(iognn, CPU, m) { m.impl("neighbor_sample", &neighbor_sample<CpuSampler>); }
 
 #if defined(IOGNN_CUDA_BINDING)
-TORCH_LIBRARY_IMPL(iognn, CUDA, m) { m.impl("neighbor_sample", &neighbor_sample_cuda); }
+TORCH_LIBRARY_IMPL(iognn, CUDA, m) { m.impl("neighbor_sample", &neighbor_sample<CudaSampler>); }
 #endif
 
 }  // namespace iognn::torch_ext

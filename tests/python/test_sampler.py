@@ -285,24 +285,32 @@ def test_weighted_draws_with_replacement_follow_the_weights():
     assert stats.chisquare(hits[1:].numpy(), expected.numpy()).pvalue > 1e-4
 
 
+def successive_sampling_pairs(w: torch.Tensor) -> torch.Tensor:
+    """P(first draw i, second draw j) [n, n] of two draws without replacement, each with
+    probability proportional to its weight among those left: w_i / W * w_j / (W - w_i)."""
+    total = float(w.sum())
+    expected = torch.zeros(w.numel(), w.numel(), dtype=torch.float64)
+    for i in range(w.numel()):
+        for j in range(w.numel()):
+            if i != j and w[i] > 0:
+                expected[i, j] = w[i] / total * w[j] / (total - w[i])
+    return expected
+
+
 def test_weighted_draws_without_replacement_follow_successive_sampling():
     # pyg-lib draws with torch.multinomial: k distinct edges, each drawn in turn with probability
     # proportional to its weight among those left. For k = 2 the ordered pair (i, j) has
     # probability w_i / W * w_j / (W - w_i).
     stats = pytest.importorskip("scipy.stats")
     colptr, row = star(5)
-    w, total = STAR_WEIGHTS, float(STAR_WEIGHTS.sum())
+    w = STAR_WEIGHTS
     trials = 6000
     ordered = torch.zeros(5, 5, dtype=torch.long)
     for t in range(trials):
         edge = sample(colptr, row, torch.tensor([0]), [2], False, False, t, w)[3].tolist()
         assert len(edge) == 2 and edge[0] != edge[1] and 0 not in edge  # no repeats, no zeros
         ordered[edge[0], edge[1]] += 1
-    expected = torch.zeros(5, 5, dtype=torch.float64)
-    for i in range(1, 5):
-        for j in range(1, 5):
-            if i != j:
-                expected[i, j] = w[i] / total * w[j] / (total - w[i])
+    expected = successive_sampling_pairs(w)
     mask = expected > 0
     assert int(ordered[~mask].sum()) == 0
     assert stats.chisquare(ordered[mask].numpy(), (expected[mask] * trials).numpy()).pvalue > 1e-4

@@ -11,7 +11,8 @@ from torch_geometric.data import Data
 
 from conftest import GRAPH_CASES
 from iognn.loader import NeighborLoader
-from test_sampler import STAR_WEIGHTS, graph_data, star, timed_data, to_csc
+from test_sampler import (STAR_WEIGHTS, graph_data, star, successive_sampling_pairs, timed_data,
+                          to_csc)
 
 pytestmark = pytest.mark.cuda
 
@@ -146,10 +147,10 @@ def test_weighted_sampling_with_replacement_equals_cpu():
 def test_weighted_draws_without_replacement_follow_successive_sampling_on_cuda():
     stats = pytest.importorskip("scipy.stats")
     colptr, row = star(5)
-    w, total = STAR_WEIGHTS, float(STAR_WEIGHTS.sum())
     trials = 6000
     seeds = torch.zeros(trials, dtype=torch.long, device="cuda")
-    _, col, _, edge, _, _ = OP(colptr.cuda(), row.cuda(), seeds, [2], False, False, 1, w.cuda())
+    _, col, _, edge, _, _ = OP(colptr.cuda(), row.cuda(), seeds, [2], False, False, 1,
+                               STAR_WEIGHTS.cuda())
     edge, col = edge.cpu(), col.cpu()
     assert edge.numel() == 2 * trials and torch.equal(col, torch.arange(trials).repeat_interleave(2))
     pairs = edge.view(trials, 2)
@@ -157,12 +158,9 @@ def test_weighted_draws_without_replacement_follow_successive_sampling_on_cuda()
     ordered = torch.zeros(5, 5, dtype=torch.long)
     ordered.index_put_((pairs[:, 0], pairs[:, 1]), torch.ones(trials, dtype=torch.long),
                        accumulate=True)
-    expected = torch.zeros(5, 5, dtype=torch.float64)
-    for i in range(1, 5):
-        for j in range(1, 5):
-            if i != j:
-                expected[i, j] = w[i] / total * w[j] / (total - w[i])
+    expected = successive_sampling_pairs(STAR_WEIGHTS)
     mask = expected > 0
+    assert int(ordered[~mask].sum()) == 0
     assert stats.chisquare(ordered[mask].numpy(), (expected[mask] * trials).numpy()).pvalue > 1e-4
 
 

@@ -3,8 +3,8 @@
 //   sizes    one warp per frontier node: its population (in-degree, positive weights or eligible
 //            in-edges) and sample size, checking its colptr entries and its weights or times;
 //   scan     exclusive sum of the sample sizes (cub): every node's slice of the hop's edges;
-//   publish  one thread copies the hop's edge count, the previous hop's new-node count and the
-//            error words into pinned host memory; the host waits once and reads them;
+//   publish  one thread gathers the hop's edge count, the previous hop's new-node count and the
+//            error words into one report, which the host copies back (its one wait of the hop);
 //   draw     one warp per frontier node: its draws (neighbor_sample_draws.cuh) into its slice, its
 //            col entries, and the claim of each sampled neighbour's key in the key table: the
 //            key's first hop edge (atomicMin);
@@ -66,7 +66,7 @@ struct Status {
   long long colptr_first, colptr_last;
 };
 
-// What the host reads after each wait (pinned, mapped: written by the publish kernel).
+// What the host reads after each wait (gathered by the publish kernel, copied in one transfer).
 struct Report {
   Status status;
   long long hop_edges;  // edges of the hop whose sizes were just scanned
@@ -323,25 +323,6 @@ int grid_for(int64_t items, int64_t per_block) {
   return int(std::max<int64_t>(1, std::min(kMaxBlocks, (items + per_block - 1) / per_block)));
 }
 
-// The host's end of the report: pinned, mapped memory the publish kernel writes and the host
-// reads after its wait. One per host thread (a call returns only after its last wait).
-Report* host_report() {
-  struct Pinned {
-    Report* ptr = nullptr;
-    ~Pinned() {
-      if (ptr) cudaFreeHost(ptr);  // at thread exit; an error there has no one to report to
-    }
-  };
-  thread_local Pinned pinned;
-  if (!pinned.ptr) {
-    void* ptr = nullptr;
-    IOGNN_CUDA_CHECK(
-        cudaHostAlloc(&ptr, sizeof(Report), cudaHostAllocMapped | cudaHostAllocPortable));
-    pinned.ptr = static_cast<Report*>(ptr);
-  }
-  return pinned.ptr;
-}
-
 // An upper bound on the sample's edges from the fan-outs (capped), or 0 with a fan-out of -1.
 int64_t edge_bound(int64_t num_seeds, const std::vector<int64_t>& fan_outs) {
   int64_t frontier = num_seeds, edges = 0;
@@ -362,15 +343,14 @@ struct Buffer {
 template <typename index_t>
 class DeviceSampler {
  public:
-  DeviceSampler(const index_t* colptr, int64_t num_nodes, const index_t* row, int64_t num_edges,
-                const index_t* seed, int64_t num_seeds, const std::vector<int64_t>& fan_outs,
+  DeviceSampler(const SampleGraph<index_t>& graph, const std::vector<int64_t>& fan_outs,
                 const NeighborSampleOptions& options, DeviceArena& arena, cudaStream_t stream)
-      : seed_(seed), num_seeds_(num_seeds), fan_outs_(fan_outs), options_(options),
+      : seed_(graph.seed), num_seeds_(graph.num_seeds), fan_outs_(fan_outs), options_(options),
         arena_(arena), stream_(stream) {
-    g_ = Graph<index_t>{colptr,
-                        row,
-                        num_nodes,
-                        num_edges,
+    g_ = Graph<index_t>{graph.colptr,
+                        graph.row,
+                        graph.num_nodes,
+                        graph.num_edges,
                         options.weight,
                         options.node_time,
                         options.edge_time,
@@ -382,8 +362,7 @@ class DeviceSampler {
   }
 
   DeviceSubgraph<index_t> run() {
-    report_ = host_report();
-    IOGNN_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&report_device_), report_, 0));
+    report_ = allocate<Report>(1);
     status_ = allocate<Status>(1);
     IOGNN_CUDA_CHECK(cudaMemsetAsync(status_, 0xFF, sizeof(Status), stream_));
     const int64_t edges = edge_bound(num_seeds_, fan_outs_);
@@ -527,10 +506,9 @@ class DeviceSampler {
   }
 
   Report wait_for_report(const long long* hop_edges, const long long* new_nodes) {
-    publish_kernel<<<1, 1, 0, stream_>>>(status_, hop_edges, new_nodes, report_device_);
+    publish_kernel<<<1, 1, 0, stream_>>>(status_, hop_edges, new_nodes, report_);
     IOGNN_CUDA_CHECK_LAUNCH("neighbor_sample publish_kernel");
-    IOGNN_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return *report_;
+    return read(report_);
   }
 
   template <typename T>
@@ -597,8 +575,7 @@ class DeviceSampler {
   DeviceArena& arena_;
   cudaStream_t stream_;
   Status* status_ = nullptr;
-  Report* report_ = nullptr;
-  Report* report_device_ = nullptr;
+  Report* report_ = nullptr;  // device
   KeyTable table_;
   Buffer<index_t> node_, batch_, edge_, col_, row_;
 };
@@ -619,39 +596,38 @@ bool host_checks_pass(int64_t num_nodes, int64_t num_seeds,
 }  // namespace
 
 template <typename index_t>
-DeviceSubgraph<index_t> neighbor_sample(const index_t* colptr, int64_t num_nodes,
-                                        const index_t* row, int64_t num_edges,
-                                        const index_t* seed, int64_t num_seeds,
+DeviceSubgraph<index_t> neighbor_sample(const SampleGraph<index_t>& graph,
                                         const std::vector<int64_t>& num_neighbors,
                                         const NeighborSampleOptions& options, DeviceArena& arena,
                                         cudaStream_t stream) {
+  const int64_t num_nodes = graph.num_nodes, num_seeds = graph.num_seeds;
   check_sample_num_nodes(num_nodes);
   if (!host_checks_pass(num_nodes, num_seeds, num_neighbors, options)) {
     // One of them raises, but the host kernel checks colptr's ends and the seeds before some of
     // them: read those back and check everything in the host kernel's order.
     std::vector<index_t> ends(2), seeds(static_cast<size_t>(num_seeds));
-    IOGNN_CUDA_CHECK(cudaMemcpyAsync(&ends[0], colptr, sizeof(index_t), cudaMemcpyDeviceToHost,
-                                     stream));
-    IOGNN_CUDA_CHECK(cudaMemcpyAsync(&ends[1], colptr + num_nodes, sizeof(index_t),
+    IOGNN_CUDA_CHECK(cudaMemcpyAsync(&ends[0], graph.colptr, sizeof(index_t),
+                                     cudaMemcpyDeviceToHost, stream));
+    IOGNN_CUDA_CHECK(cudaMemcpyAsync(&ends[1], graph.colptr + num_nodes, sizeof(index_t),
                                      cudaMemcpyDeviceToHost, stream));
     if (num_seeds > 0)
-      IOGNN_CUDA_CHECK(cudaMemcpyAsync(seeds.data(), seed, size_t(num_seeds) * sizeof(index_t),
+      IOGNN_CUDA_CHECK(cudaMemcpyAsync(seeds.data(), graph.seed,
+                                       size_t(num_seeds) * sizeof(index_t),
                                        cudaMemcpyDeviceToHost, stream));
     IOGNN_CUDA_CHECK(cudaStreamSynchronize(stream));
-    check_sample_arguments(int64_t(ends[0]), int64_t(ends[1]), num_nodes, num_edges, seeds.data(),
-                           num_seeds, num_neighbors, options);
+    check_sample_arguments(int64_t(ends[0]), int64_t(ends[1]), num_nodes, graph.num_edges,
+                           seeds.data(), num_seeds, num_neighbors, options);
   }
-  return DeviceSampler<index_t>(colptr, num_nodes, row, num_edges, seed, num_seeds, num_neighbors,
-                                options, arena, stream)
-      .run();
+  return DeviceSampler<index_t>(graph, num_neighbors, options, arena, stream).run();
 }
 
-#define IOGNN_INSTANTIATE(index_t)                                                               \
-  template DeviceSubgraph<index_t> neighbor_sample<index_t>(                                     \
-      const index_t*, int64_t, const index_t*, int64_t, const index_t*, int64_t,                 \
-      const std::vector<int64_t>&, const NeighborSampleOptions&, DeviceArena&, cudaStream_t);
-IOGNN_INSTANTIATE(int32_t)
-IOGNN_INSTANTIATE(int64_t)
-#undef IOGNN_INSTANTIATE
+template DeviceSubgraph<int32_t> neighbor_sample<int32_t>(const SampleGraph<int32_t>&,
+                                                          const std::vector<int64_t>&,
+                                                          const NeighborSampleOptions&,
+                                                          DeviceArena&, cudaStream_t);
+template DeviceSubgraph<int64_t> neighbor_sample<int64_t>(const SampleGraph<int64_t>&,
+                                                          const std::vector<int64_t>&,
+                                                          const NeighborSampleOptions&,
+                                                          DeviceArena&, cudaStream_t);
 
 }  // namespace iognn::cuda

@@ -38,12 +38,21 @@ struct DeviceSubgraph {
   std::vector<int64_t> num_sampled_nodes, num_sampled_edges;
 };
 
-// Every pointer (and options' weight / times) is device memory. Errors are thrown as the host
-// kernel throws them (same types, same messages), after the synchronisation that reports them.
+// The graph (CSC: colptr [num_nodes + 1], row [num_edges]) and the seeds, in device memory.
 template <typename index_t>
-DeviceSubgraph<index_t> neighbor_sample(const index_t* colptr, int64_t num_nodes,
-                                        const index_t* row, int64_t num_edges,
-                                        const index_t* seed, int64_t num_seeds,
+struct SampleGraph {
+  const index_t* colptr;
+  int64_t num_nodes;
+  const index_t* row;
+  int64_t num_edges;
+  const index_t* seed;
+  int64_t num_seeds;
+};
+
+// options' weight and times are device memory too. Errors are thrown as the host kernel throws
+// them (same types, same messages), after the synchronisation that reports them.
+template <typename index_t>
+DeviceSubgraph<index_t> neighbor_sample(const SampleGraph<index_t>& graph,
                                         const std::vector<int64_t>& num_neighbors,
                                         const NeighborSampleOptions& options, DeviceArena& arena,
                                         cudaStream_t stream);
