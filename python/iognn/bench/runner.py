@@ -8,11 +8,15 @@ an implementation whose module is not installed (``ModuleNotFoundError``: torch_
 on this device) 'not_implemented', ``torch.OutOfMemoryError`` 'oom', anything else 'error' with
 its message. ``torch.cuda.empty_cache()`` runs between implementations.
 
-Correctness: every implementation's output is compared with a reference: in fp32/fp64 the ``pyg``
-run itself, and then the gradients of the inputs are compared too (mode fwdbwd); in fp16/bf16 the
-``pyg`` implementation run in fp32 on the same rounded inputs and parameters (outputs only). The
-relative error ``||y - ref|| / ||ref||`` (the largest over the tensors compared) must be within the
-dtype's tolerance: 'ok' or 'FAIL'; the reference row itself says 'ref'.
+Correctness: every implementation's output is compared with a reference: in fp32 the ``pyg``
+implementation run in fp64 on the same inputs and parameters (PyG's own fp32 row is checked against
+it too: its rel_error is PyG's own rounding, for information, and its check says 'ref'; so
+that rounding is not charged to the rows compared with it); in fp64, or in fp32 when the fp64 run
+does not fit, the ``pyg`` run itself (that row says 'ref'); in mode
+fwdbwd the gradients of the inputs are compared too. In fp16/bf16 the reference is the ``pyg``
+implementation run in fp32 on the same rounded inputs and parameters (outputs only). The relative
+error ``||y - ref|| / ||ref||`` (the largest over the tensors compared) must be within the dtype's
+tolerance or, against the fp64 run, within twice PyG's own fp32 error: 'ok' or 'FAIL'.
 """
 from __future__ import annotations
 
@@ -201,7 +205,9 @@ class Runner:
             return rows
         grads: Dict[torch.Size, Tensor] = {}
         reference: Optional[Reference] = None
-        if w.dtype not in (torch.float32, torch.float64):
+        if w.dtype == torch.float32:
+            reference = self._fp64_reference(g, w, module, input_sets[0], grads)
+        elif w.dtype != torch.float64:
             reference = self._low_precision_reference(g, w, module, input_sets[0])
         for row, (name, build) in zip(rows, impls.items()):
             bar.set_description(f"{g.spec} {w.label} {w.level} {row['dtype']} {name}")
@@ -209,6 +215,12 @@ class Runner:
             if name == REFERENCE and reference is None and made is not None:
                 reference = made
                 row["check"] = "ref"
+            elif name == REFERENCE and w.dtype == torch.float32 and row["rel_error"] is not None:
+                # Against fp64, an implementation may be as far off as PyG's own fp32 result
+                # (twice that, for rounding in another order): an ill-conditioned op (std's
+                # E[x^2] - E[x]^2, say) is then not a failure of a faithful implementation.
+                for later in rows:
+                    later["tolerance"] = max(later["tolerance"], 2 * row["rel_error"])
             bar.update(1)
             free_memory(self.device, collect=row["status"] in ("oom", "error"))
         self._relative_figures(rows, bandwidth)
@@ -266,6 +278,24 @@ class Runner:
             grads[shape] = torch.randn(shape, generator=gen, device=self.device).to(dtype)
         return grads[shape]
 
+    def _fp64_reference(self, g, w, module, inputs, grads) -> Optional[Reference]:
+        """The pyg implementation in fp64 on the same inputs and parameters: its output and, in
+        mode fwdbwd, its input gradients for the same output gradient. None when it cannot run
+        (e.g. fp64 does not fit): the pyg row is then the reference."""
+        w64 = replace(w, dtype=torch.float64)
+        try:
+            module64 = None if module is None else copy.deepcopy(module).double()
+            fn = w.case.impls(w64)[REFERENCE](g, w64, module64)
+            x = [t.detach().double().requires_grad_(self.backward) for t in inputs]
+            with torch.set_grad_enabled(self.backward):
+                out = fn(*x)
+            if self.backward:
+                out.backward(self._grad(grads, out.shape, w.dtype).double())
+            return Reference(out, [t.grad for t in x])
+        except Exception:
+            free_memory(self.device, collect=True)
+            return None
+
     def _low_precision_reference(self, g, w, module, inputs) -> Optional[Reference]:
         """The pyg implementation's output in fp32 on the rounded inputs and parameters (outputs
         only: in fp16/bf16 the rounded inputs tie often, and min/max gradients legitimately differ
@@ -297,7 +327,9 @@ class Runner:
             if reference is not None:
                 err = reference.error(out, inputs_grads)
                 row["rel_error"] = err
-                row["check"] = "ok" if err <= TOLERANCE[w.dtype] else "FAIL"
+                # PyG's own row reports its error against the fp64 run and is not judged by it
+                row["check"] = ("ref" if row["impl"] == REFERENCE and w.dtype == torch.float32
+                                else "ok" if err <= row["tolerance"] else "FAIL")
             elif row["impl"] == REFERENCE and w.dtype in (torch.float32, torch.float64):
                 made = Reference(out, inputs_grads)
             del out, inputs_grads
