@@ -345,8 +345,8 @@ class DeviceSampler {
  public:
   DeviceSampler(const SampleGraph<index_t>& graph, const std::vector<int64_t>& fan_outs,
                 const NeighborSampleOptions& options, DeviceArena& arena, cudaStream_t stream)
-      : seed_(graph.seed), num_seeds_(graph.num_seeds), fan_outs_(fan_outs), options_(options),
-        arena_(arena), stream_(stream) {
+      : names_(graph_names(graph.num_nodes)), seed_(graph.seed), num_seeds_(graph.num_seeds),
+        fan_outs_(fan_outs), options_(options), arena_(arena), stream_(stream) {
     g_ = Graph<index_t>{graph.colptr,
                         graph.row,
                         graph.num_nodes,
@@ -532,17 +532,18 @@ class DeviceSampler {
   void raise_errors(const Report& r, bool seeds, int64_t previous_edges, int64_t frontier_first) {
     const Status& s = r.status;
     if (seeds) {
-      check_sample_colptr_ends(s.colptr_first, s.colptr_last, g_.num_edges);
+      check_sample_colptr_ends(names_, s.colptr_first, s.colptr_last, g_.num_edges);
       if (s.bad_seed != kNone)
-        check_sample_seed(int64_t(s.bad_seed), int64_t(read(seed_ + s.bad_seed)), g_.num_nodes);
+        check_sample_seed(names_.op, "seed", int64_t(s.bad_seed),
+                          int64_t(read(seed_ + s.bad_seed)), g_.num_nodes, names_.src_nodes);
     }
     if (previous_edges >= 0 && s.bad_edge < s.overflow_edge) {
       const int64_t p = read(edge_.data + previous_edges + int64_t(s.bad_edge));
-      check_sample_neighbor(p, int64_t(read(g_.row + p)), g_.num_nodes);
+      check_sample_neighbor(names_, p, int64_t(read(g_.row + p)), g_.num_nodes);
     }
     if constexpr (sizeof(index_t) < sizeof(int64_t))  // only int32 ids can overflow
       if (previous_edges >= 0 && s.overflow_edge != kNone)
-        check_sample_local_id<index_t>(int64_t(std::numeric_limits<index_t>::max()) + 1);
+        check_sample_local_id<index_t>(names_, int64_t(std::numeric_limits<index_t>::max()) + 1);
     if (frontier_first >= 0 && s.bad_frontier != kNone)
       check_frontier_node(int64_t(read(node_.data + frontier_first + int64_t(s.bad_frontier))));
     IOGNN_CHECK(s.bad_seed == kNone && s.bad_edge == kNone && s.overflow_edge == kNone &&
@@ -555,18 +556,19 @@ class DeviceSampler {
   void check_frontier_node(int64_t v) {
     const std::vector<index_t> ends = read(g_.colptr + v, 2);
     const int64_t lo = ends[0], hi = ends[1];
-    check_sample_colptr_range(v, lo, hi, g_.num_edges);
+    check_sample_colptr_range(names_, v, lo, hi, g_.num_edges);
     if (g_.weight) {
       const std::vector<double> w = read(g_.weight + lo, hi - lo);
-      for (int64_t j = 0; j < hi - lo; ++j) check_sample_weight(lo + j, w[size_t(j)]);
+      for (int64_t j = 0; j < hi - lo; ++j) check_sample_weight(names_, lo + j, w[size_t(j)]);
     }
     if (g_.node_time) {
       const std::vector<index_t> u = read(g_.row + lo, hi - lo);
       for (int64_t j = 0; j < hi - lo; ++j)
-        check_sample_neighbor(lo + j, int64_t(u[size_t(j)]), g_.num_nodes);
+        check_sample_neighbor(names_, lo + j, int64_t(u[size_t(j)]), g_.num_nodes);
     }
   }
 
+  const CscNames names_;  // the homogeneous op's, as the host kernel's errors name the inputs
   Graph<index_t> g_;
   const index_t* seed_;
   int64_t num_seeds_;
@@ -581,12 +583,12 @@ class DeviceSampler {
 };
 
 // The checks that need no device data pass (fan-outs, temporal options, key space).
-bool host_checks_pass(int64_t num_nodes, int64_t num_seeds,
+bool host_checks_pass(const CscNames& names, int64_t num_nodes, int64_t num_seeds,
                       const std::vector<int64_t>& fan_outs, const NeighborSampleOptions& options) {
   try {
-    check_sample_fan_outs(fan_outs);
+    check_sample_fan_outs(names.op, "num_neighbors", fan_outs);
     check_sample_temporal_options(options);
-    check_sample_key_space(num_nodes, options.disjoint ? num_seeds : 1);
+    check_sample_key_space(names.op, num_nodes, options.disjoint ? num_seeds : 1);
     return true;
   } catch (const std::exception&) {
     return false;
@@ -602,7 +604,8 @@ DeviceSubgraph<index_t> neighbor_sample(const SampleGraph<index_t>& graph,
                                         cudaStream_t stream) {
   const int64_t num_nodes = graph.num_nodes, num_seeds = graph.num_seeds;
   check_sample_num_nodes(num_nodes);
-  if (!host_checks_pass(num_nodes, num_seeds, num_neighbors, options)) {
+  const CscNames names = graph_names(num_nodes);
+  if (!host_checks_pass(names, num_nodes, num_seeds, num_neighbors, options)) {
     // One of them raises, but the host kernel checks colptr's ends and the seeds before some of
     // them: read those back and check everything in the host kernel's order.
     std::vector<index_t> ends(2), seeds(static_cast<size_t>(num_seeds));
@@ -615,7 +618,7 @@ DeviceSubgraph<index_t> neighbor_sample(const SampleGraph<index_t>& graph,
                                        size_t(num_seeds) * sizeof(index_t),
                                        cudaMemcpyDeviceToHost, stream));
     IOGNN_CUDA_CHECK(cudaStreamSynchronize(stream));
-    check_sample_arguments(int64_t(ends[0]), int64_t(ends[1]), num_nodes, graph.num_edges,
+    check_sample_arguments(names, int64_t(ends[0]), int64_t(ends[1]), num_nodes, graph.num_edges,
                            seeds.data(), num_seeds, num_neighbors, options);
   }
   return DeviceSampler<index_t>(graph, num_neighbors, options, arena, stream).run();
