@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "binding/sampler_tensors.h"
 #include "binding/utils.h"
 #include "kernels/cpu/neighbor_sample.h"
 #if defined(IOGNN_CUDA_BINDING)
@@ -36,32 +37,6 @@ constexpr const char* kNeighborSample = "iognn::neighbor_sample";
 
 using SampleOutputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor,
                                  std::vector<int64_t>, std::vector<int64_t>>;
-
-// A 1-D tensor that takes over `values` without copying them.
-template <typename T>
-at::Tensor adopt(std::vector<T>&& values, const at::TensorOptions& options) {
-  if (values.empty()) return at::empty({0}, options);
-  auto* owner = new std::vector<T>(std::move(values));
-  return at::from_blob(owner->data(), {int64_t(owner->size())},
-                       [owner](void*) { delete owner; }, options);
-}
-
-// An optional per-node / per-edge / per-seed input: 1-D, of `dtype`, `size` entries, contiguous.
-void check_optional_vector(const std::optional<at::Tensor>& t, at::ScalarType dtype, int64_t size,
-                           const char* name, const char* what) {
-  if (!t) return;
-  check_dim(*t, 1, kNeighborSample, name);
-  check_dtype(*t, dtype, kNeighborSample, name);
-  check_size(*t, 0, size, kNeighborSample, name, what);
-  TORCH_CHECK_VALUE(t->is_contiguous(), kNeighborSample, ": ", name, " must be contiguous");
-}
-
-TemporalStrategy parse_temporal_strategy(c10::string_view strategy) {
-  if (strategy == "uniform") return TemporalStrategy::kUniform;
-  TORCH_CHECK_VALUE(strategy == "last", kNeighborSample,
-                    ": temporal_strategy must be 'uniform' or 'last', got '", strategy, "'");
-  return TemporalStrategy::kLast;
-}
 
 // The checks both backends share (dtypes, ranks, sizes, the options' combination), and the
 // kernel options they make (pointers into the tensors: host or device memory).
@@ -79,17 +54,16 @@ NeighborSampleOptions checked_options(const at::Tensor& colptr, const at::Tensor
   check_same_index_dtype(colptr, seed, kNeighborSample, "seed");
   TORCH_CHECK_VALUE(colptr.numel() >= 1, kNeighborSample,
                     ": colptr must have num_nodes + 1 >= 1 entries, got none");
-  check_optional_vector(weight, at::kDouble, row.numel(), "weight",
+  check_optional_vector(kNeighborSample, weight, at::kDouble, row.numel(), "weight",
                         "entries (one per entry of row)");
-  check_optional_vector(node_time, at::kLong, colptr.numel() - 1, "node_time",
+  check_optional_vector(kNeighborSample, node_time, at::kLong, colptr.numel() - 1, "node_time",
                         "entries (one per node)");
-  check_optional_vector(edge_time, at::kLong, row.numel(), "edge_time",
+  check_optional_vector(kNeighborSample, edge_time, at::kLong, row.numel(), "edge_time",
                         "entries (one per entry of row)");
-  check_optional_vector(seed_time, at::kLong, seed.numel(), "seed_time",
+  check_optional_vector(kNeighborSample, seed_time, at::kLong, seed.numel(), "seed_time",
                         "entries (one per seed)");
-  TORCH_CHECK_NOT_IMPLEMENTED(!(weight && (node_time || edge_time)), kNeighborSample,
-                              ": weighted temporal sampling (weight with node_time / edge_time) "
-                              "is not supported");
+  check_not_weighted_temporal(kNeighborSample, kTensorInputs, weight.has_value(),
+                              node_time || edge_time);
   return NeighborSampleOptions{replace,
                                disjoint,
                                static_cast<uint64_t>(rng_seed),
@@ -97,7 +71,7 @@ NeighborSampleOptions checked_options(const at::Tensor& colptr, const at::Tensor
                                optional_cptr<int64_t>(node_time),
                                optional_cptr<int64_t>(edge_time),
                                optional_cptr<int64_t>(seed_time),
-                               parse_temporal_strategy(temporal_strategy)};
+                               parse_temporal_strategy(kNeighborSample, temporal_strategy)};
 }
 
 // pyg-lib's node output: the global ids, or (seed position, global id) pairs with disjoint.

@@ -33,4 +33,11 @@ IOGNN_HD double unit_interval(uint64_t rng_seed, uint64_t local, uint64_t draw) 
   return double(draw_bits(rng_seed, local, draw) >> 11) * 0x1.0p-53;
 }
 
+// The generator key of edge type `edge_type` in heterogeneous sampling: its frontier nodes draw as
+// the homogeneous sampler's do under this key, so two edge types sampling from the same node draw
+// independently.
+IOGNN_HD uint64_t edge_type_key(uint64_t rng_seed, uint64_t edge_type) {
+  return mix64(rng_seed + (edge_type + 1) * kGoldenGamma);
+}
+
 }  // namespace iognn

@@ -54,21 +54,43 @@
 // any int64 values. Errors name the argument (IndexError: a node id out of range; ValueError:
 // anything else).
 //
+// Heterogeneous graphs (pyg-lib's hetero_neighbor_sample, csc=True): node types 0 .. T - 1, and
+// edge types (src_type -> dst_type), each with its CSC over its destination type's nodes (colptr
+// [num_nodes[dst_type] + 1]) whose row values are ids of src_type's nodes, and per-edge-type
+// weights or edge times as above (node times are per node type). Seeds come in sets, each of one
+// node type; with disjoint the trees are numbered across the sets in the order given. Hop h takes,
+// for each node type, its nodes first seen at hop h - 1 as its frontier, and for each edge type in
+// order samples num_neighbors[edge type][h] in-neighbours (of src_type) of every dst_type frontier
+// node, by the rules above (a time filter applies where the neighbour's type has node times or the
+// edge type has edge times). Local ids are per node type, in first-seen order: the seeds first,
+// then within a hop by edge type in order, then in edge order, as above; a node found at hop h by
+// two edge types keeps the first one's id, and frontiers change only between hops. Draw d of a
+// frontier node with local id l (in its node type) for edge type t is that of the homogeneous
+// sampler keyed by edge_type_key(rng_seed, t) (kernels/sampler_draws.h). Outputs: per node type,
+// node / batch / num_sampled_nodes (num_hops + 1 entries); per edge type, row (local ids of
+// src_type), col (local ids of dst_type), edge (its CSC positions), num_sampled_edges (num_hops).
+//
 // There is no Meta kernel: the output sizes depend on the graph's data, not only on the input
 // shapes. There is no autograd: sampling is not differentiable.
 //
 // The family's places:
 //   contract (this file)           kernels/sampler_types.h
 //   random draws (host and device) kernels/sampler_draws.h
-//   checks and their messages      kernels/sampler_checks.h (both backends)
-//   host kernel                    kernels/cpu/neighbor_sample.{h,cpp}
+//   checks and their messages      kernels/sampler_checks.h (both ops, both backends)
+//   host kernels                   kernels/cpu/neighbor_sample.{h,cpp} (homogeneous),
+//                                  kernels/cpu/hetero_neighbor_sample.{h,cpp} (heterogeneous),
+//                                  kernels/cpu/neighbor_draws.h (their shared draws and passes)
 //   device kernel                  kernels/cuda/neighbor_sample.{h,cu} (hops, relabelling),
 //                                  kernels/cuda/neighbor_sample_draws.cuh (per-node draws)
-//   binding                        binding/sampler.cpp (schema, shared checks, CPU and CUDA)
+//   bindings                       binding/sampler.cpp (schema, CPU and CUDA),
+//                                  binding/hetero_sampler.cpp (iognn::hetero_neighbor_sample, CPU),
+//                                  binding/sampler_tensors.h (their tensor checks and outputs)
 //   Python                         python/iognn/sampler.py (PyG NeighborSampler subclass),
 //                                  python/iognn/loader.py (PyG NeighborLoader, LinkNeighborLoader
 //                                  with that sampler)
-//   tests                          tests/cpp/test_neighbor_sample.cpp, tests/python/test_sampler.py,
+//   tests                          tests/cpp/test_neighbor_sample.cpp,
+//                                  tests/cpp/test_hetero_neighbor_sample.cpp,
+//                                  tests/python/test_sampler.py, tests/python/test_sampler_hetero.py,
 //                                  tests/python/test_sampler_cuda.py (CUDA == CPU)
 //   timing                         scripts/profile_sampler.py
 //   docs                           docs/sampler.md
@@ -102,6 +124,51 @@ struct SampledSubgraph {
   std::vector<index_t> node;            // one entry per local id
   std::vector<index_t> batch;           // one entry per local id with disjoint, else empty
   std::vector<int64_t> num_sampled_nodes, num_sampled_edges;
+};
+
+// Heterogeneous sampling's inputs and outputs (see above).
+template <typename index_t>
+struct HeteroEdgeType {
+  int64_t src_type, dst_type;
+  const index_t* colptr;  // num_nodes[dst_type] + 1 entries
+  const index_t* row;     // num_edges entries, ids of src_type's nodes
+  int64_t num_edges;
+  const double* weight = nullptr;     // or one per entry of row
+  const int64_t* edge_time = nullptr;  // or one per entry of row
+};
+
+template <typename index_t>
+struct HeteroSeeds {
+  int64_t node_type;
+  const index_t* seed;
+  int64_t num_seeds;
+  const int64_t* seed_time = nullptr;  // or one per seed
+};
+
+struct HeteroSampleOptions {
+  bool replace = false;
+  bool disjoint = false;
+  uint64_t rng_seed = 0;
+  std::vector<const int64_t*> node_time;  // empty, or one per node type (nullptr: no times)
+  TemporalStrategy temporal_strategy = TemporalStrategy::kUniform;
+};
+
+template <typename index_t>
+struct SampledNodes {
+  std::vector<index_t> node, batch;  // batch: with disjoint only
+  std::vector<int64_t> num_sampled_nodes;
+};
+
+template <typename index_t>
+struct SampledEdges {
+  std::vector<index_t> row, col, edge;
+  std::vector<int64_t> num_sampled_edges;
+};
+
+template <typename index_t>
+struct HeteroSampledSubgraph {
+  std::vector<SampledNodes<index_t>> nodes;  // one per node type
+  std::vector<SampledEdges<index_t>> edges;  // one per edge type
 };
 
 }  // namespace iognn

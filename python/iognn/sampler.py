@@ -20,11 +20,11 @@ from typing import Any, Optional
 
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
+from torch_geometric.data import Data, HeteroData
 from torch_geometric.sampler import NeighborSampler as PyGNeighborSampler
-from torch_geometric.sampler import SamplerOutput
+from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
 from torch_geometric.sampler.base import DataType, SubgraphType
-from torch_geometric.sampler.utils import to_csc
+from torch_geometric.sampler.utils import remap_keys, to_csc
 
 from . import _C  # noqa: F401  (registers torch.ops.iognn.neighbor_sample)
 
@@ -40,10 +40,10 @@ def _not_yet(what: str) -> NotImplementedError:
 def _reject_unsupported(data: Any, subgraph_type: Any, temporal_strategy: str,
                         time_attr: Optional[str], weight_attr: Optional[str],
                         directed: bool, sample_direction: str) -> None:
-    if DataType.from_data(data) == DataType.heterogeneous:
-        raise _not_yet("a heterogeneous graph (HeteroData)")
+    if time_attr is not None and _is_hetero_edge_time(data, time_attr):
+        raise _not_yet(f"time_attr={time_attr!r} holding edge-level times of a HeteroData")
     for name, attr in (("weight_attr", weight_attr), ("time_attr", time_attr)):
-        if attr is not None and DataType.from_data(data) != DataType.homogeneous:
+        if attr is not None and DataType.from_data(data) == DataType.remote:
             raise _not_yet(f"{name}={attr!r} with a feature/graph store")
     if temporal_strategy not in ("uniform", "last"):
         raise ValueError(f"iognn.sampler.NeighborSampler: temporal_strategy must be 'uniform' or "
@@ -57,6 +57,14 @@ def _reject_unsupported(data: Any, subgraph_type: Any, temporal_strategy: str,
         raise _not_yet("directed=False (an induced subgraph)")
     if SubgraphType(subgraph_type) == SubgraphType.induced:
         raise _not_yet("subgraph_type='induced'")
+
+
+def _is_hetero_edge_time(data: Any, time_attr: str) -> bool:
+    """Whether time_attr is an edge-level (and not a node-level) attribute of a HeteroData."""
+    if DataType.from_data(data) != DataType.heterogeneous:
+        return False
+    return (any(time_attr in store for store in data.edge_stores)
+            and not any(time_attr in store for store in data.node_stores))
 
 
 def _int64_times(time: Tensor, what: str) -> Tensor:
@@ -99,7 +107,8 @@ class NeighborSampler(PyGNeighborSampler):
                             directed, sample_direction)
         # PyG refuses edge-level times without pyg-lib, so they are set below, as PyG sets them
         # (node-level times go through PyG, which sorts the CSC by them and forces disjoint).
-        edge_time_attr = time_attr if (time_attr is not None and not data.is_node_attr(time_attr)
+        edge_time_attr = time_attr if (time_attr is not None and not isinstance(data, HeteroData)
+                                       and not data.is_node_attr(time_attr)
                                        and data.is_edge_attr(time_attr)) else None
         with warnings.catch_warnings():
             # PyG warns that sampling without pyg-lib is deprecated: this sampler needs neither.
@@ -111,8 +120,11 @@ class NeighborSampler(PyGNeighborSampler):
                              time_attr=None if edge_time_attr else time_attr, weight_attr=None,
                              is_sorted=is_sorted, share_memory=share_memory, directed=directed,
                              sample_direction=sample_direction)
-        if self.is_hetero:  # a heterogeneous feature/graph store
-            raise _not_yet("a heterogeneous feature/graph store")
+        if self.is_hetero:
+            if not isinstance(data, HeteroData):
+                raise _not_yet("a heterogeneous feature/graph store")
+            self._init_hetero(data, weight_attr, share_memory)
+            return
         if edge_time_attr is not None:  # PyG's CSC for edge-level times: sorted by them
             self.edge_time = data[edge_time_attr]
             self.colptr, self.row, self.perm = to_csc(
@@ -141,7 +153,7 @@ class NeighborSampler(PyGNeighborSampler):
     def _sample(self, seed: Tensor, seed_time: Optional[Tensor] = None,
                 **kwargs) -> SamplerOutput:
         if isinstance(seed, dict):
-            raise _not_yet("heterogeneous seeds")
+            return self._sample_hetero(seed, seed_time)
         if seed_time is not None:
             seed_time = _int64_times(seed_time, "input_time (seed times)").to(self.colptr.device)
         rng_seed = int(torch.empty((), dtype=torch.int64).random_())
@@ -159,3 +171,91 @@ class NeighborSampler(PyGNeighborSampler):
         return SamplerOutput(node=node, row=row, col=col, edge=edge, batch=batch,
                              num_sampled_nodes=num_sampled_nodes,
                              num_sampled_edges=num_sampled_edges)
+
+    # Heterogeneous graphs ########################################################################
+
+    def _init_hetero(self, data: HeteroData, weight_attr: Optional[str],
+                     share_memory: bool) -> None:
+        """The flat inputs of ``torch.ops.iognn.hetero_neighbor_sample`` from PyG's CSC dicts:
+        node types and edge types in PyG's order (edge types reversed with
+        ``sample_direction='backward'``), one index dtype (the first CSC's), fp64 weights and
+        int64 node times where the graph has them."""
+        self._node_index = {t: i for i, t in enumerate(self.node_types)}
+        colptrs = [self.colptr_dict[self.to_rel_type[et]] for et in self.edge_types]
+        self._index_dtype = colptrs[0].dtype if colptrs else torch.int64
+        self._colptrs = [c.to(self._index_dtype).contiguous() for c in colptrs]
+        self._rows = [self.row_dict[self.to_rel_type[et]].to(self._index_dtype).contiguous()
+                      for et in self.edge_types]
+        self._edge_type_nodes = [self._node_index[t] for et in self.edge_types
+                                 for t in (et[0], et[-1])]
+        self._weights = []
+        if weight_attr is not None:  # PyG refuses weights without pyg-lib: set as PyG sets them
+            weights = data.collect(weight_attr)
+            for et in self.edge_types:
+                w = weights.get(et)
+                if w is not None and self.perm.get(et) is not None:
+                    w = w[self.perm[et]]
+                w = None if w is None else w.to(torch.float64).contiguous()
+                if w is not None and share_memory:
+                    w.share_memory_()
+                self._weights.append(w)
+        self._node_times = []
+        if self.node_time is not None:
+            self._node_times = [None if t not in self.node_time else
+                                _int64_times(self.node_time[t], "time_attr (node times)")
+                                for t in self.node_types]
+
+    def _hetero_fanouts(self) -> tuple[list[int], int]:
+        """num_neighbors as PyG maps it onto the edge types, flat; and the number of hops."""
+        fanouts = self.num_neighbors.get_mapped_values(self.edge_types)
+        flat, num_hops = [], self.num_neighbors.num_hops
+        for et in self.edge_types:
+            for h, k in enumerate(fanouts[self.to_rel_type[et]]):
+                if k < -1:
+                    raise ValueError(f"iognn.sampler.NeighborSampler: num_neighbors[{et}][{h}] "
+                                     f"must be >= 0, or -1 for every neighbour, got {k}")
+                flat.append(k)
+        return flat, num_hops
+
+    def _sample_hetero(self, seed: dict, seed_time: Optional[dict]) -> HeteroSamplerOutput:
+        seed_types, seeds, seed_times = [], [], []
+        for node_type, ids in seed.items():
+            if node_type not in self._node_index:
+                raise ValueError(f"iognn.sampler.NeighborSampler: the seeds' node type "
+                                 f"{node_type!r} (input_nodes) is not a node type of the graph "
+                                 f"({self.node_types})")
+            seed_types.append(self._node_index[node_type])
+            seeds.append(ids.to(self._index_dtype).contiguous())
+            time = None if seed_time is None else seed_time.get(node_type)
+            seed_times.append(None if time is None else
+                              _int64_times(time, "input_time (seed times)"))
+        if all(t is None for t in seed_times):
+            seed_times = []
+        fanouts, num_hops = self._hetero_fanouts()
+        rng_seed = int(torch.empty((), dtype=torch.int64).random_())
+        node, row, col, edge, num_sampled_nodes, num_sampled_edges = \
+            torch.ops.iognn.hetero_neighbor_sample(
+                [self.num_nodes[t] for t in self.node_types], self._edge_type_nodes,
+                self._colptrs, self._rows, seed_types, seeds, fanouts, num_hops, self.replace,
+                self.disjoint, rng_seed, self._weights, self._node_times, [], seed_times,
+                self.temporal_strategy)
+        hops = num_hops + 1
+        num_sampled_nodes = {t: num_sampled_nodes[i * hops:(i + 1) * hops]
+                             for i, t in enumerate(self.node_types)}
+        num_sampled_edges = {et: num_sampled_edges[i * num_hops:(i + 1) * num_hops]
+                             for i, et in enumerate(self.edge_types)}
+        batch = None
+        if self.disjoint:  # node[i] is [num, 2]: (seed position, global id), as in pyg-lib
+            pairs = [n.t().contiguous() for n in node]
+            batch = {t: p[0] for t, p in zip(self.node_types, pairs)}
+            node = [p[1] for p in pairs]
+        node = dict(zip(self.node_types, node))
+        row, col, edge = (dict(zip(self.edge_types, x)) for x in (row, col, edge))
+        if self.sample_direction == "backward":  # edge types back to the graph's, as PyG does
+            row, col = col, row
+            row, col, edge, num_sampled_edges = (
+                remap_keys(x, self.to_restored_edge_type)
+                for x in (row, col, edge, num_sampled_edges))
+        return HeteroSamplerOutput(node=node, row=row, col=col, edge=edge, batch=batch,
+                                   num_sampled_nodes=num_sampled_nodes,
+                                   num_sampled_edges=num_sampled_edges)
