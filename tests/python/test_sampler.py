@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch_geometric.typing
-from torch_geometric.data import Data, HeteroData
+from torch_geometric.data import Data
 from torch_geometric.utils import k_hop_subgraph
 
 from conftest import GRAPH_CASES
@@ -446,16 +446,6 @@ def test_later_options_raise_naming_the_argument(kwargs, needle):
         LinkNeighborLoader(data, [2], batch_size=4, **kwargs)
     with pytest.raises(NotImplementedError, match=re.escape(needle)):
         NeighborSampler(data, [2], **kwargs)
-
-
-def test_heterogeneous_graphs_raise():
-    data = HeteroData()
-    data["a"].x = torch.randn(4, 2)
-    data["a", "to", "a"].edge_index = torch.tensor([[0, 1], [1, 2]])
-    with pytest.raises(NotImplementedError, match="HeteroData"):
-        NeighborLoader(data, [2], input_nodes="a", batch_size=2)
-    with pytest.raises(NotImplementedError, match="HeteroData"):
-        LinkNeighborLoader(data, [2], edge_label_index=("a", "to", "a"), batch_size=2)
 
 
 def test_link_loader_samples_nothing_later_than_its_edge_label_time():
