@@ -7,9 +7,11 @@ sampling call served by ``torch.ops.iognn.neighbor_sample`` (``csrc/kernels/cpu`
 PyG's. Each batch draws its generator key from torch's default generator, so ``torch.manual_seed``
 makes a run reproducible (CPU and CUDA give the same sample). ``weight_attr`` samples by edge weight (pyg-lib's distribution);
 ``time_attr`` (node- or edge-level int64 times) with ``input_time`` samples temporally, as pyg-lib
-does (disjoint trees; ``temporal_strategy`` ``'uniform'`` or ``'last'``). Options not supported yet
-(heterogeneous graphs, weighted temporal sampling, induced subgraphs) raise ``NotImplementedError``
-naming the argument. See docs/sampler.md.
+does (disjoint trees; ``temporal_strategy`` ``'uniform'`` or ``'last'``). ``HeteroData`` samples with
+``torch.ops.iognn.hetero_neighbor_sample`` and returns PyG's ``HeteroSamplerOutput``. Options not
+supported yet (heterogeneous feature/graph stores, edge-level times on a ``HeteroData``, weighted
+temporal sampling, induced subgraphs) raise ``NotImplementedError`` naming the argument. See
+docs/sampler.md.
 
 This module imports torch_geometric; ``import iognn`` does not import it.
 """
@@ -34,7 +36,7 @@ __all__ = ["NeighborSampler"]
 def _not_yet(what: str) -> NotImplementedError:
     return NotImplementedError(
         f"iognn.sampler.NeighborSampler: {what} is not supported yet (this release samples "
-        f"homogeneous graphs)")
+        f"Data on the CPU or a CUDA device, and HeteroData on the CPU)")
 
 
 def _reject_unsupported(data: Any, subgraph_type: Any, temporal_strategy: str,
@@ -87,14 +89,16 @@ class NeighborSampler(PyGNeighborSampler):
     A graph whose ``edge_index`` is on a CUDA device is sampled there: its CSC (and the weights
     and times) stay on that device, and so do the batches.
 
-    Supported: homogeneous ``Data`` (or a homogeneous feature/graph store), per-hop fan-outs
+    Supported: homogeneous ``Data`` (or a homogeneous feature/graph store) and ``HeteroData``
+    (fan-outs per edge type, node-level times, weights; docs/sampler.md), per-hop fan-outs
     (``-1``: every neighbour), ``replace``, ``disjoint``, ``weight_attr`` (with ``Data``: an edge
     attribute of finite, non-negative weights), ``time_attr`` (with ``Data``: integer node or edge
     times, as PyG tells them apart; seed times from ``input_time``, else the seeds' node times),
     ``temporal_strategy`` ``'uniform'`` / ``'last'``, ``subgraph_type`` ``'directional'`` and
     ``'bidirectional'``, ``sample_direction``, node and edge (link) seeds. Raising
-    ``NotImplementedError``: ``HeteroData``, ``weight_attr`` or ``time_attr`` with a feature/graph
-    store, ``weight_attr`` with ``time_attr``, ``time_attr`` with ``sample_direction='backward'``,
+    ``NotImplementedError``: a heterogeneous feature/graph store, edge-level ``time_attr`` on a
+    ``HeteroData``, ``weight_attr`` or ``time_attr`` with a feature/graph store, ``weight_attr``
+    with ``time_attr``, ``time_attr`` with ``sample_direction='backward'``,
     ``subgraph_type='induced'`` / ``directed=False``.
     """
 
