@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -15,6 +14,7 @@
 #endif
 
 #include "core/error.h"
+#include "expect_error.h"
 #include "kernels/cpu/hetero_neighbor_sample.h"
 #include "kernels/cpu/neighbor_sample.h"
 
@@ -183,16 +183,6 @@ TEST(HeteroNeighborSample, NodeTimesFilterEachTreeBySeedTime) {
   ASSERT_EQ(authors.node.size(), 11u + 31u);
   for (size_t l = 0; l < authors.node.size(); ++l)
     EXPECT_LE(author_time[size_t(authors.node[l])], seed_time[size_t(authors.batch[l])]);
-}
-
-template <typename Error>
-void expect_error(const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one naming " << needle;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
 }
 
 TEST(HeteroNeighborSample, ErrorsNameTheArgument) {

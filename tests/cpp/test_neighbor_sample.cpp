@@ -19,6 +19,7 @@
 #endif
 
 #include "core/error.h"
+#include "expect_error.h"
 #include "kernels/cpu/neighbor_sample.h"
 
 namespace iognn::test {
@@ -214,16 +215,6 @@ void expect_deterministic(NeighborSampleOptions options) {
 }
 
 TEST(NeighborSample, DeterministicBySeedAndThreadCount) { expect_deterministic({}); }
-
-template <typename Error>
-void expect_error(const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one naming " << needle;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
 
 TEST(NeighborSample, ErrorsNameTheArgument) {
   const auto g = small_graph<int64_t>();
