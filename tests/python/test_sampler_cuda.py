@@ -1,6 +1,7 @@
 """torch.ops.iognn.neighbor_sample on CUDA tensors: the CPU kernel's outputs bit for bit (uniform
 and temporal sampling), weighted sampling's distributions, determinism, the CPU's errors, and
-NeighborLoader over CUDA Data giving the CPU loader's batches on the device."""
+NeighborLoader over CUDA Data giving the CPU loader's batches on the device; the heterogeneous op,
+which has no CUDA kernel yet, raising NotImplementedError naming itself."""
 from __future__ import annotations
 
 import re
@@ -291,6 +292,17 @@ def test_mixed_devices_name_the_argument(name):
     # A CPU graph with one CUDA input: the input is named against colptr too.
     with pytest.raises(ValueError, match=re.escape("is on cuda")):
         OP(colptr, row, torch.tensor([0], device="cuda"), [1])
+
+
+@pytest.mark.parametrize("on_device", ["every input", "seeds only"])
+def test_hetero_op_on_cuda_raises_naming_the_op(on_device):
+    colptr, row = star(4)
+    seeds = [torch.tensor([0], device="cuda")]
+    if on_device == "every input":
+        colptr, row = colptr.cuda(), row.cuda()
+    with pytest.raises(NotImplementedError, match="iognn::hetero_neighbor_sample"):
+        torch.ops.iognn.hetero_neighbor_sample([colptr.numel() - 1], [0, 0], [colptr], [row], [0],
+                                               seeds, [1], 1, False, False, 0, [], [], [], [])
 
 
 # ---- the loader over CUDA Data ------------------------------------------------------------------
