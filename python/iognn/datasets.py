@@ -17,6 +17,8 @@ Splits:
 - tolokers: split 0 of the dataset's 10 public splits.
 - amazon_*, coauthor_*, synthetic (no public split): a seeded random split, 20 nodes per class for
   training, 30 per class for validation, every other node for testing (fewer when a class is small).
+- synthetic-products[:scale]: ogbn-products' size and split sizes times ``scale`` (see
+  :mod:`iognn.synthetic_products`), generated once per scale and seed and cached.
 - pubmed: ``ind.pubmed.allx`` is missing from the data folder, so only the 60 training rows and
   1,000 test rows have features (the rest are zero): use PubMed for topology and timing, not
   accuracy.
@@ -26,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import sys
 import warnings
 from pathlib import Path
 from typing import Any, Callable, List, NamedTuple, Optional, Tuple, Union
@@ -271,11 +274,21 @@ def load_dataset(name: str, root: Optional[PathLike] = None, seed: int = 0):
     """Loads dataset ``name`` (one of :data:`DATASETS`) as a ``torch_geometric.data.Data``.
 
     Args:
-        name: dataset name (case-insensitive, ``-`` or ``_``).
+        name: dataset name (case-insensitive, ``-`` or ``_``); ``synthetic-products:<scale>``
+            gives that graph at a scale.
         root: data root (see the module note); unused by ``synthetic``.
         seed: seed of the synthetic graph and of the random splits.
     """
     from torch_geometric.data import Data
+
+    from .synthetic_products import load_synthetic_products, parse_spec
+    scale = parse_spec(name)
+    if scale is not None:
+        data, seconds = load_synthetic_products(scale, seed)
+        if seconds is not None:
+            print(f"generated {name} (seed {seed}) in {seconds:.1f} s; cached for later runs",
+                  file=sys.stderr)
+        return data
     key = name.lower().replace("-", "_")
     if key == "synthetic":
         return synthetic_community_graph(seed=seed)

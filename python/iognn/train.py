@@ -16,7 +16,7 @@ import resource
 import sys
 import time
 from dataclasses import asdict, dataclass
-from typing import Optional
+from typing import Callable, List, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +24,7 @@ import torch.nn.functional as F
 CONV_CLASSES = {"gcn": "GCNConv", "sage": "SAGEConv", "gin": "GINConv", "gat": "GATConv",
                 "gatv2": "GATv2Conv", "transformer": "TransformerConv"}
 MODELS = tuple(CONV_CLASSES)
+MINIBATCH_MODELS = ("sage", "gat", "gcn")
 TIME_METRIC = "training step (forward + backward + Adam), mean over all epochs after a warm-up step"
 CAPTURED = "iognn captured"
 
@@ -45,26 +46,35 @@ class NodeClassifier(torch.nn.Module):
         return self.conv2(x, edge_index)
 
 
-def build_model(model: str, layers, in_channels: int, hidden: int, num_classes: int,
-                heads: int = 8, dropout: float = 0.5, attn_dropout: float = 0.0) -> NodeClassifier:
-    """A :class:`NodeClassifier` whose two convolutions come from ``layers`` (``iognn.nn`` or
-    ``torch_geometric.nn``: both name their classes alike). Attention models use
-    ``hidden // heads`` channels per head in the first layer and one head in the second."""
+def build_convs(model: str, layers, in_channels: int, hidden: int, num_classes: int,
+                num_layers: int = 2, heads: int = 8, attn_dropout: float = 0.0) -> list:
+    """``num_layers`` convolutions from ``layers`` (``iognn.nn`` or ``torch_geometric.nn``: both
+    name their classes alike), built in order (so seeded draws match across libraries). Attention
+    models use ``hidden // heads`` channels per head in the hidden layers and one head in the
+    last; GIN wraps two-layer MLPs."""
     if model not in CONV_CLASSES:
         raise ValueError(f"model must be one of {MODELS}, got {model!r}")
     conv = getattr(layers, CONV_CLASSES[model])
+    widths = [in_channels] + [hidden] * (num_layers - 1) + [num_classes]
     if model in ("gcn", "sage"):
-        return NodeClassifier(conv(in_channels, hidden), conv(hidden, num_classes), dropout)
+        return [conv(a, b) for a, b in zip(widths, widths[1:])]
     if model == "gin":
-        def mlp(a, b, c):
-            return torch.nn.Sequential(torch.nn.Linear(a, b), torch.nn.ReLU(),
-                                       torch.nn.Linear(b, c))
-        return NodeClassifier(conv(mlp(in_channels, hidden, hidden)),
-                              conv(mlp(hidden, hidden, num_classes)), dropout)
+        def mlp(a, b):
+            return torch.nn.Sequential(torch.nn.Linear(a, hidden), torch.nn.ReLU(),
+                                       torch.nn.Linear(hidden, b))
+        return [conv(mlp(a, b)) for a, b in zip(widths, widths[1:])]
     per_head = max(1, hidden // heads)
-    return NodeClassifier(conv(in_channels, per_head, heads=heads, dropout=attn_dropout),
-                          conv(per_head * heads, num_classes, heads=1, dropout=attn_dropout),
-                          dropout)
+    widths[1:-1] = [per_head * heads] * (num_layers - 1)
+    return [conv(a, per_head, heads=heads, dropout=attn_dropout) if i < num_layers - 1 else
+            conv(a, b, heads=1, dropout=attn_dropout)
+            for i, (a, b) in enumerate(zip(widths, widths[1:]))]
+
+
+def build_model(model: str, layers, in_channels: int, hidden: int, num_classes: int,
+                heads: int = 8, dropout: float = 0.5, attn_dropout: float = 0.0) -> NodeClassifier:
+    """A two-layer :class:`NodeClassifier` of :func:`build_convs`' convolutions."""
+    return NodeClassifier(*build_convs(model, layers, in_channels, hidden, num_classes, 2,
+                                       heads=heads, attn_dropout=attn_dropout), dropout)
 
 
 def implementation_layers(name: str):
@@ -238,18 +248,20 @@ def train_model(name: str, model: torch.nn.Module, data, epochs: int, lr: float,
     return result, memory.method
 
 
-def build_models(args, in_channels: int, num_classes: int, captured: bool = False) -> dict:
+def build_models(args, in_channels: int, num_classes: int, captured: bool = False,
+                 build: Callable = build_model) -> dict:
     """``{implementation: model}``; with ``--compare`` the iognn models copy the PyG model's
     initial weights so all start identical. ``captured`` adds the iognn model trained with a
-    captured step."""
+    captured step. ``build(model, layers, in_channels, hidden, num_classes, heads=, dropout=,
+    attn_dropout=)`` makes each model (:func:`build_model`: the two-layer classifier)."""
     names = ["iognn"] + ([CAPTURED] if captured else []) + ([args.compare] if args.compare else [])
     models = {}
     for name in reversed(names):  # the reference first: its weights are the ones copied
         torch.manual_seed(args.seed)
         layers = implementation_layers("iognn" if name == CAPTURED else name)
-        models[name] = build_model(args.model, layers, in_channels, args.hidden, num_classes,
-                                   heads=args.heads, dropout=args.dropout,
-                                   attn_dropout=args.attn_dropout)
+        models[name] = build(args.model, layers, in_channels, args.hidden, num_classes,
+                             heads=args.heads, dropout=args.dropout,
+                             attn_dropout=args.attn_dropout)
     for name in names:
         if name != names[-1]:
             models[name].load_state_dict(models[names[-1]].state_dict())
@@ -280,18 +292,33 @@ def run_training(args) -> dict:
                                             progress=not args.no_progress,
                                             captured=name == CAPTURED)
         results.append(result)
-    config = {k: v for k, v in vars(args).items() if k not in ("run", "command", "json")}
+    config = report_config(args)
     config["device"] = str(device)
     return {"config": config, "time_metric": TIME_METRIC + " (ms)",
             "memory_metric": memory_metric + " (MiB)", "num_nodes": data.num_nodes,
             "num_edges": data.num_edges, "results": [asdict(r) for r in results]}
 
 
+def report_config(args) -> dict:
+    """The run's options as the report records them."""
+    return {k: v for k, v in vars(args).items()
+            if k not in ("run", "command", "json", "usage_error")}
+
+
 def format_table(report: dict) -> str:
+    if report["config"].get("loader") == "neighbor":
+        from .minibatch import format_table as minibatch_table
+        return minibatch_table(report)
     header = ("implementation", "test acc %", "val acc %", "best epoch", "ms/epoch", "peak MiB")
     rows = [(r["implementation"], f"{100 * r['test_acc']:.2f}", f"{100 * r['val_acc']:.2f}",
              str(r["best_epoch"]), f"{r['time_per_epoch_ms']:.2f}", f"{r['peak_memory_mib']:.1f}")
             for r in report["results"]]
+    return text_table(header, rows, [f"ms/epoch: {report['time_metric']}",
+                                     f"peak MiB: {report['memory_metric']}"])
+
+
+def text_table(header: Sequence[str], rows: List[Sequence[str]], notes: List[str]) -> str:
+    """Columns padded to their widest cell, then a rule and the ``notes`` lines."""
     widths = [max(len(row[i]) for row in [header] + rows) for i in range(len(header))]
 
     def line(row):  # first column left-aligned, numbers right-aligned
@@ -299,20 +326,22 @@ def format_table(report: dict) -> str:
                          for i, (c, w) in enumerate(zip(row, widths)))
 
     rule = "-" * len(line(header))
-    return "\n".join([line(header), rule] + [line(r) for r in rows] + [
-        rule, f"ms/epoch: {report['time_metric']}", f"peak MiB: {report['memory_metric']}"])
+    return "\n".join([line(header), rule] + [line(r) for r in rows] + [rule] + notes)
 
 
 # ---- command line --------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from .datasets import DATASETS
     parser.add_argument("--model", choices=MODELS, default="gcn", help="layer type")
-    parser.add_argument("--dataset", choices=DATASETS, default="synthetic",
-                        help="'synthetic' needs no files")
+    parser.add_argument("--dataset", type=dataset_name, default="synthetic",
+                        metavar="{" + ",".join(DATASETS) + "}",
+                        help="'synthetic' and 'synthetic-products[:scale]' (ogbn-products' size "
+                             "times scale, generated once and cached) need no files")
     parser.add_argument("--data-dir", default=None,
                         help="folder of the real datasets (when not given: $IOGNN_DATA, else "
                              "../shared/data beside the checkout)")
-    parser.add_argument("--epochs", type=int, default=100, help="training epochs")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="training epochs (default: 100 full-batch, 3 with --loader neighbor)")
     parser.add_argument("--hidden", type=int, default=64,
                         help="hidden width (attention models: split over the heads)")
     parser.add_argument("--heads", type=int, default=8, help="attention heads of the first layer")
@@ -333,17 +362,97 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-capture", action="store_true",
                         help="on CUDA, leave out the run whose training step is captured in a "
                              "CUDA graph (iognn.CapturedStep)")
+    batches = parser.add_argument_group(
+        "mini-batch training (--loader neighbor; models " + ", ".join(MINIBATCH_MODELS) + ")")
+    batches.add_argument("--loader", choices=("full", "neighbor"), default="full",
+                         help="full: full-batch, 2 layers; neighbor: iognn.loader.NeighborLoader "
+                              "over the training nodes, one layer per hop")
+    batches.add_argument("--num-neighbors", type=fanouts, default=[15, 10, 5], metavar="K1,K2,..",
+                         help="fan-out per hop (-1: every neighbour); the number of hops is the "
+                              "number of layers")
+    batches.add_argument("--batch-size", type=positive_int, default=1024,
+                         help="seed nodes per batch")
+    batches.add_argument("--graph-device", choices=("auto", "cpu", "cuda"), default="auto",
+                         help="where the graph and features live and are sampled; auto: the "
+                              "model's GPU when it samples there and the graph fits, else the host")
+    batches.add_argument("--num-workers", type=non_negative_int, default=0,
+                         help="loader worker processes (graph on the host; persistent workers, "
+                              "batches in pinned memory when the model is on CUDA)")
+    batches.add_argument("--profile-split", action="store_true",
+                         help="synchronise the device at every split point of the epoch time "
+                              "(sampling / transfer / compute)")
+    batches.add_argument("--no-trim", action="store_true",
+                         help="run every layer on the whole batch (no trim_to_layer)")
+    batches.add_argument("--eval-test-nodes", type=non_negative_int, default=100_000,
+                         help="test nodes evaluated after each epoch, a fixed random subset "
+                              "(0: all)")
+    parser.set_defaults(usage_error=parser.error)
+
+
+def dataset_name(text: str) -> str:
+    """An argparse type: a name of :data:`iognn.datasets.DATASETS` or
+    ``synthetic-products:<scale>``."""
+    from .datasets import DATASETS
+    from .synthetic_products import parse_spec
+    try:
+        if parse_spec(text) is not None:
+            return text
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if text.lower().replace("-", "_") not in DATASETS:
+        raise argparse.ArgumentTypeError(f"unknown dataset {text!r}; choose one of "
+                                         f"{', '.join(DATASETS)} or synthetic-products:<scale>")
+    return text
+
+
+def fanouts(text: str) -> List[int]:
+    """An argparse type: comma-separated fan-outs, each -1 (every neighbour) or >= 0."""
+    try:
+        values = [int(t) for t in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers such as 15,10,5, got {text!r}") from None
+    if any(v < -1 for v in values):
+        raise argparse.ArgumentTypeError(
+            f"a fan-out is -1 (every neighbour) or at least 0, got {text!r}")
+    return values
+
+
+def _int_at_least(minimum: int, what: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {value}")
+        return value
+    parse.__name__ = f"integer {what}"
+    return parse
+
+
+positive_int = _int_at_least(1, "at least 1")
+non_negative_int = _int_at_least(0, "at least 0")
 
 
 def run(args) -> int:
     from ._tools import require_for_command
+    if args.epochs is None:
+        args.epochs = 3 if args.loader == "neighbor" else 100
     if args.epochs < 1:
         raise SystemExit("iognn train: --epochs must be at least 1")
+    if args.loader == "neighbor" and args.model not in MINIBATCH_MODELS:
+        args.usage_error(f"--loader neighbor trains {', '.join(MINIBATCH_MODELS)}; "
+                         f"got --model {args.model}")
     # the progress bars; the real datasets are stored as pickled scipy matrices
-    require_for_command("iognn train", ("tqdm",) if args.dataset == "synthetic" else
-                        ("tqdm", "scipy"))
+    synthetic = args.dataset.lower().startswith("synthetic")
+    require_for_command("iognn train", ("tqdm",) if synthetic else ("tqdm", "scipy"))
     try:
-        report = run_training(args)
+        if args.loader == "neighbor":
+            from .minibatch import run_minibatch_training
+            report = run_minibatch_training(args)
+        else:
+            report = run_training(args)
     except FileNotFoundError as error:
         raise SystemExit(f"iognn train: {error}") from None
     print(format_table(report))

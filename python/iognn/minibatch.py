@@ -1,0 +1,424 @@
+"""``iognn train --loader neighbor``: mini-batch node classification over sampled neighbourhoods.
+
+The loop is PyG's: :class:`iognn.loader.NeighborLoader` over the training nodes (fan-out per hop
+``--num-neighbors``, ``--batch-size`` seeds a batch, shuffled), one convolution per hop, the
+output of the batch's first ``batch_size`` nodes (the seeds), cross entropy, Adam. The graph and
+its features stay where ``--graph-device`` puts them: the sampler samples there, so batches come
+out on that device; from the host they are copied to the model's device (pinned memory and
+``--num-workers`` loader processes, as PyG's loader offers).
+
+**Trimming** (PyG's ``trim_to_layer``): the sampler emits the batch ordered by hop (the nodes
+first reached by hop h after those of hop h - 1, the edges of hop h after those of hop h - 1), so
+layer i only needs a prefix of it: layer 0 runs on the whole batch, and each later layer drops
+the last hop's nodes and edges, until the last layer runs on the seeds' own in-edges. The result
+for the seeds is the untrimmed one; ``--no-trim`` runs every layer on the whole batch.
+
+**Evaluation**: after each epoch, accuracy of the seeds' predictions over a loader of the same
+fan-out on the validation nodes and on the test nodes (at most ``--eval-test-nodes`` of them: a
+fixed random subset, the same for every implementation); the test accuracy reported is that of
+the best validation epoch. Evaluation is not part of the epoch time.
+
+**Same batches**: every implementation gets its own loaders, whose shuffling generator and
+sampling draws start from ``--seed``; the sampler's draws come from a generator state kept apart
+from the training's (dropout draws nothing from it), so ``--compare pyg`` trains on the very same
+batches (the report's ``batch_digest``, a hash of every batch's node and edge counts, shows it).
+
+**Time split** per epoch (the host clock, read around each part of every batch): *sampling*, the
+time spent in the loader's ``next()`` (sampling and the feature / label gather, or waiting for a
+worker's batch); *transfer*, the copy of the batch to the model's device (zero when the graph is
+there already); *compute*, forward + loss + backward + Adam step. With ``--profile-split`` the
+device is synchronised at each split point, so each part holds its own device work; without it
+only at the end of the epoch, and compute is the epoch time less the other two (the device work
+that overlaps the host's sampling of the next batch then counts as sampling).
+"""
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from .train import PeakMemory, build_convs, build_models, pick_device, report_config, text_table
+from .train import MINIBATCH_MODELS as MODELS
+SPLIT_SYNCED = ("host clock at the split points, device synchronised at each of them "
+                "(--profile-split)")
+SPLIT_EPOCH = ("host clock at the split points, device synchronised at the end of the epoch only: "
+               "compute = epoch - sampling - transfer")
+
+
+# ---- model ---------------------------------------------------------------------------------------
+class LayerStack(torch.nn.Module):
+    """One convolution per hop: ``conv_L(... relu(conv_1(dropout(x))) ...)``, each hidden layer
+    followed by ReLU and dropout, and (``trim``) each layer given only the hop-ordered prefix of
+    the batch it needs (PyG's ``trim_to_layer``)."""
+
+    def __init__(self, convs: Sequence[torch.nn.Module], dropout: float, trim: bool = True):
+        super().__init__()
+        self.convs = torch.nn.ModuleList(convs)
+        self.dropout = dropout
+        self.trim = trim
+
+    def forward(self, x, edge_index, num_sampled_nodes: Optional[Sequence[int]] = None,
+                num_sampled_edges: Optional[Sequence[int]] = None):
+        trim = self.trim and num_sampled_nodes is not None
+        last = len(self.convs) - 1
+        for i, conv in enumerate(self.convs):
+            if trim and i > 0:  # drop the hop that layer i - 1 was the last to need
+                x = x.narrow(0, 0, x.size(0) - num_sampled_nodes[-i])
+                edge_index = edge_index.narrow(1, 0, edge_index.size(1) - num_sampled_edges[-i])
+            x = conv(F.dropout(x, self.dropout, self.training), edge_index)
+            if i < last:
+                x = F.relu(x)
+        return x
+
+
+def build_stack(model: str, layers, in_channels: int, hidden: int, num_classes: int,
+                num_layers: int, heads: int = 8, dropout: float = 0.5,
+                attn_dropout: float = 0.0, trim: bool = True) -> LayerStack:
+    """A :class:`LayerStack` of ``num_layers`` convolutions from ``layers`` (``iognn.nn`` or
+    ``torch_geometric.nn``), as :func:`iognn.train.build_convs` makes them."""
+    if model not in MODELS:
+        raise ValueError(f"mini-batch model must be one of {MODELS}, got {model!r}")
+    return LayerStack(build_convs(model, layers, in_channels, hidden, num_classes, num_layers,
+                                  heads=heads, attn_dropout=attn_dropout), dropout, trim)
+
+
+# ---- loaders ------------------------------------------------------------------------------------
+class SamplingRandomness:
+    """A generator state for the sampler's draws (taken from torch's default CPU generator),
+    swapped in around each ``next()`` so that the training's random draws never shift the
+    batches; and the shuffling generator of the loaders."""
+
+    def __init__(self, seed: int):
+        saved = torch.get_rng_state()
+        torch.manual_seed(seed)
+        self.state = torch.get_rng_state()
+        torch.set_rng_state(saved)
+        self.shuffle = torch.Generator().manual_seed(seed)
+
+    def next(self, iterator):
+        saved = torch.get_rng_state()
+        torch.set_rng_state(self.state)
+        try:
+            return next(iterator)
+        finally:
+            self.state = torch.get_rng_state()
+            torch.set_rng_state(saved)
+
+
+@dataclass
+class LoaderConfig:
+    num_neighbors: List[int]
+    batch_size: int
+    num_workers: int = 0
+    pin_memory: bool = False     # pinned host batches (graph on the host, model on CUDA)
+    seed: int = 0
+
+
+def make_sampler(data, num_neighbors: Sequence[int]):
+    """One :class:`iognn.sampler.NeighborSampler` (its CSC) shared by every loader of a run;
+    a graph stored sorted by destination (synthetic-products) skips the CSC sort."""
+    from .sampler import NeighborSampler
+    col = data.edge_index[1]
+    is_sorted = bool((col[1:] >= col[:-1]).all()) if col.numel() > 1 else True
+    return NeighborSampler(data, list(num_neighbors), is_sorted=is_sorted)
+
+
+def make_loader(data, sampler, seeds: torch.Tensor, config: LoaderConfig, shuffle: bool,
+                randomness: SamplingRandomness):
+    from .loader import NeighborLoader
+    workers = config.num_workers
+    return NeighborLoader(data, num_neighbors=config.num_neighbors, input_nodes=seeds,
+                          batch_size=config.batch_size, shuffle=shuffle, neighbor_sampler=sampler,
+                          num_workers=workers, persistent_workers=workers > 0,
+                          pin_memory=config.pin_memory, generator=randomness.shuffle)
+
+
+# ---- one epoch ----------------------------------------------------------------------------------
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@dataclass
+class EpochTimes:
+    epoch_s: float = 0.0
+    sampling_s: float = 0.0
+    transfer_s: float = 0.0
+    compute_s: float = 0.0
+    batches: int = 0
+    sampled_nodes: int = 0
+    sampled_edges: int = 0
+    sizes: List[int] = field(default_factory=list)  # node and edge count of every batch
+    loss: float = float("nan")
+
+
+def seed_loss(model, batch):
+    """Cross entropy of the seeds' predictions (the batch's first ``batch_size`` nodes)."""
+    out = model(batch.x, batch.edge_index, batch.num_sampled_nodes, batch.num_sampled_edges)
+    return F.cross_entropy(out[:batch.batch_size], batch.y[:batch.batch_size])
+
+
+def run_epoch(model, optimizer, loader, randomness: SamplingRandomness, device: torch.device,
+              profile_split: bool = False, bar=None,
+              step: Optional[Callable] = None) -> EpochTimes:
+    """One pass over ``loader`` with the time split of the module note. ``step(model, batch)``
+    replaces forward + loss + backward + Adam (the benchmark uses the default)."""
+    times = EpochTimes()
+    split_sync = _sync if profile_split else (lambda device: None)
+    iterator = iter(loader)
+    _sync(device)
+    epoch_start = time.perf_counter()
+    while True:
+        t0 = time.perf_counter()
+        try:
+            batch = randomness.next(iterator)
+        except StopIteration:
+            break
+        split_sync(device)
+        t1 = time.perf_counter()
+        batch = batch.to(device, non_blocking=True)
+        split_sync(device)
+        t2 = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        loss = (step or _train_step)(model, batch, optimizer)
+        split_sync(device)
+        t3 = time.perf_counter()
+        times.sampling_s += t1 - t0
+        times.transfer_s += t2 - t1
+        times.compute_s += t3 - t2
+        times.batches += 1
+        times.sampled_nodes += batch.num_nodes
+        times.sampled_edges += batch.edge_index.size(1)
+        times.sizes += [batch.num_nodes, batch.edge_index.size(1)]
+        if bar is not None:
+            bar.update()
+        last_loss = loss
+    _sync(device)
+    times.epoch_s = time.perf_counter() - epoch_start
+    if not profile_split:
+        times.compute_s = max(0.0, times.epoch_s - times.sampling_s - times.transfer_s)
+    if times.batches:
+        times.loss = float(last_loss.detach())
+    return times
+
+
+def _train_step(model, batch, optimizer):
+    loss = seed_loss(model, batch)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+@torch.no_grad()
+def evaluate(model, loader, randomness: SamplingRandomness, device: torch.device) -> float:
+    """Accuracy of the seeds' predictions over every batch of ``loader``."""
+    model.eval()
+    correct = total = 0
+    iterator = iter(loader)
+    while True:
+        try:
+            batch = randomness.next(iterator).to(device, non_blocking=True)
+        except StopIteration:
+            break
+        out = model(batch.x, batch.edge_index, batch.num_sampled_nodes, batch.num_sampled_edges)
+        n = batch.batch_size
+        correct += int((out[:n].argmax(dim=-1) == batch.y[:n]).sum())
+        total += n
+    return correct / total if total else 0.0
+
+
+# ---- a whole run -------------------------------------------------------------------------------
+@dataclass
+class MiniBatchResult:
+    implementation: str
+    test_acc: float            # at the best validation epoch
+    val_acc: float             # best validation accuracy
+    best_epoch: int
+    final_loss: float
+    epoch_s: float             # the split below: means over the epochs
+    sampling_s: float
+    transfer_s: float
+    compute_s: float
+    batches: int               # per epoch
+    sampled_edges: int         # per epoch
+    peak_memory_mib: float
+    batch_digest: str
+    epochs: List[Dict[str, float]] = field(default_factory=list)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def eval_seeds(data, max_test: int, seed: int):
+    """(validation nodes, test nodes) as index vectors on the graph's device; at most
+    ``max_test`` test nodes (0: all), a random subset fixed by ``seed``."""
+    val = data.val_mask.nonzero().view(-1)
+    test = data.test_mask.nonzero().view(-1)
+    if 0 < max_test < test.numel():
+        pick = torch.randperm(test.numel(), generator=torch.Generator().manual_seed(seed))
+        test = test[pick[:max_test].sort().values.to(test.device)]
+    return val, test
+
+
+def train_minibatch(name: str, model: torch.nn.Module, data, sampler, config: LoaderConfig,
+                    epochs: int, lr: float, weight_decay: float, device: torch.device,
+                    max_test: int, profile_split: bool = False, progress: bool = True):
+    """Trains ``model`` for ``epochs`` epochs; returns ``(MiniBatchResult, memory method)``."""
+    from ._progress import progress_bar
+    train_seeds = data.train_mask.nonzero().view(-1)
+    val_seeds, test_seeds = eval_seeds(data, max_test, config.seed)
+    randomness = SamplingRandomness(config.seed)
+    train_loader = make_loader(data, sampler, train_seeds, config, True, randomness)
+    eval_loaders = [make_loader(data, sampler, s, config, False, randomness)
+                    for s in (val_seeds, test_seeds)]
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    _warm_up(model, train_loader, train_seeds, device)
+    torch.manual_seed(config.seed)
+    best_val, best_test, best_epoch = -1.0, 0.0, 0
+    digest, epoch_times = hashlib.sha1(), []
+    with PeakMemory(device) as memory:
+        for epoch in range(1, epochs + 1):
+            model.train()
+            bar = progress_bar(total=len(train_loader), desc=f"{name:>5} epoch {epoch}",
+                               unit="batch", enabled=progress)
+            times = run_epoch(model, optimizer, train_loader, randomness, device,
+                              profile_split, bar)
+            val, test = (evaluate(model, loader, randomness, device) for loader in eval_loaders)
+            if val > best_val:
+                best_val, best_test, best_epoch = val, test, epoch
+            bar.set_postfix(loss=f"{times.loss:.3f}", val=f"{val:.3f}", test=f"{test:.3f}")
+            bar.close()
+            digest.update(repr(times.sizes).encode())
+            epoch_times.append(times)
+    epochs_json = [{k: v for k, v in asdict(t).items() if k != "sizes"} for t in epoch_times]
+    result = MiniBatchResult(
+        name, best_test, best_val, best_epoch, epoch_times[-1].loss,
+        *(_mean([getattr(t, k) for t in epoch_times])
+          for k in ("epoch_s", "sampling_s", "transfer_s", "compute_s")),
+        epoch_times[-1].batches, epoch_times[-1].sampled_edges, memory.mib,
+        digest.hexdigest()[:16], epochs_json)
+    return result, memory.method
+
+
+def _warm_up(model, loader, seeds, device) -> None:
+    """An untimed forward + backward on one batch sampled outside the loaders' streams (the
+    parameters untouched), so that one-time costs stay out of the first epoch."""
+    from torch_geometric.data import Data
+    with torch.random.fork_rng(devices=[]):
+        out = loader.collate_fn(torch.arange(min(loader.batch_size, seeds.numel())))
+        batch = out if isinstance(out, Data) else loader.filter_fn(out)
+    model.train()
+    seed_loss(model, batch.to(device)).backward()
+    model.zero_grad(set_to_none=True)
+
+
+# ---- devices ------------------------------------------------------------------------------------
+def cuda_sampling_available() -> bool:
+    """Whether ``torch.ops.iognn.neighbor_sample`` samples a CUDA graph (a 3-node probe)."""
+    from . import _C  # noqa: F401
+    colptr = torch.tensor([0, 1, 2, 3], device="cuda")
+    row = torch.tensor([1, 2, 0], device="cuda")
+    try:
+        torch.ops.iognn.neighbor_sample(colptr, row, torch.tensor([0], device="cuda"), [1],
+                                        False, False, 0, None, None, None, None, "uniform")
+    except (NotImplementedError, RuntimeError):
+        return False
+    return True
+
+
+def graph_bytes(data) -> int:
+    """Bytes of the graph's tensors, plus the sampler's CSC copy of the sources."""
+    tensors = [v for v in data.to_dict().values() if isinstance(v, torch.Tensor)]
+    return sum(t.numel() * t.element_size() for t in tensors) + data.edge_index[0].numel() * 8
+
+
+def pick_graph_device(requested: str, model_device: torch.device, data) -> torch.device:
+    """Where the graph lives: ``cpu``, ``cuda`` (the model's device), or ``auto``: the model's
+    CUDA device when the sampler samples there and the graph takes at most half its free
+    memory, else the host."""
+    if requested == "cpu" or (requested == "auto" and model_device.type != "cuda"):
+        return torch.device("cpu")
+    if model_device.type != "cuda":
+        raise SystemExit("iognn train: --graph-device cuda needs the model on CUDA "
+                         "(--device cuda or auto with a GPU)")
+    if not cuda_sampling_available():
+        if requested == "cuda":
+            raise SystemExit("iognn train: --graph-device cuda requested but this iognn build "
+                             "does not sample on CUDA")
+        print("notice: this iognn build does not sample on CUDA; the graph stays on the host",
+              file=sys.stderr)
+        return torch.device("cpu")
+    free, _ = torch.cuda.mem_get_info(model_device)
+    if requested == "auto" and graph_bytes(data) > free // 2:
+        print(f"notice: the graph ({graph_bytes(data) / 2**30:.1f} GiB) takes more than half of "
+              f"the free GPU memory; it stays on the host", file=sys.stderr)
+        return torch.device("cpu")
+    return model_device
+
+
+# ---- the command -------------------------------------------------------------------------------
+TIME_NOTE = ("epoch s: wall time of a training epoch (sampling, transfer, forward, backward, "
+             "Adam; not evaluation), mean over the epochs after an untimed warm-up batch")
+
+
+def run_minibatch_training(args) -> dict:
+    """``iognn train --loader neighbor``: loads the data, trains every implementation on the
+    same batches and returns the report (the ``--json`` file)."""
+    from .datasets import load_dataset
+    data = load_dataset(args.dataset, args.data_dir)
+    num_classes = int(data.y.max()) + 1
+    device = pick_device(args.device, args.model, args.heads)
+    graph_device = pick_graph_device(args.graph_device, device, data)
+    data = data.to(graph_device)
+    hops = len(args.num_neighbors)
+
+    def build(model, layers, in_channels, hidden, classes, **kwargs):
+        return build_stack(model, layers, in_channels, hidden, classes, hops,
+                           trim=not args.no_trim, **kwargs)
+
+    models = build_models(args, data.num_features, num_classes, build=build)
+    config = LoaderConfig(args.num_neighbors, args.batch_size, args.num_workers,
+                          pin_memory=graph_device.type == "cpu" and device.type == "cuda",
+                          seed=args.seed)
+    sampler = make_sampler(data, args.num_neighbors)
+    print(f"{args.model} x{hops} on {args.dataset}: {data.num_nodes} nodes, {data.num_edges} "
+          f"edges, {data.num_features} features, {num_classes} classes; graph on {graph_device}, "
+          f"model on {device}; fan-out {args.num_neighbors}, batch {args.batch_size}, "
+          f"{args.epochs} epochs", file=sys.stderr)
+    results, memory_metric = [], None
+    for name, model in models.items():
+        result, memory_metric = train_minibatch(
+            name, model.to(device), data, sampler, config, args.epochs, args.lr,
+            args.weight_decay, device, args.eval_test_nodes, args.profile_split,
+            progress=not args.no_progress)
+        results.append(result)
+    report_args = report_config(args)
+    report_args.update(device=str(device), graph_device=str(graph_device))
+    return {"config": report_args, "time_metric": TIME_NOTE,
+            "split_metric": SPLIT_SYNCED if args.profile_split else SPLIT_EPOCH,
+            "memory_metric": memory_metric + " (MiB)", "num_nodes": data.num_nodes,
+            "num_edges": data.num_edges, "results": [asdict(r) for r in results]}
+
+
+def format_table(report: dict) -> str:
+    header = ("implementation", "test acc %", "val acc %", "best epoch", "epoch s", "sampling s",
+              "transfer s", "compute s", "batches", "peak MiB")
+    rows = [(r["implementation"], f"{100 * r['test_acc']:.2f}", f"{100 * r['val_acc']:.2f}",
+             str(r["best_epoch"]), f"{r['epoch_s']:.3f}", f"{r['sampling_s']:.3f}",
+             f"{r['transfer_s']:.3f}", f"{r['compute_s']:.3f}", str(r["batches"]),
+             f"{r['peak_memory_mib']:.1f}") for r in report["results"]]
+    same = len({r["batch_digest"] for r in report["results"]}) == 1
+    notes = [TIME_NOTE, f"split: {report['split_metric']}",
+             f"peak MiB: {report['memory_metric']}",
+             "accuracy: seeds' predictions over sampled neighbourhoods of the same fan-out "
+             "(validation nodes; test nodes at the best validation epoch)"]
+    if len(report["results"]) > 1:
+        notes.append("batches: " + ("the same for every implementation" if same else
+                                    "DIFFERENT between implementations"))
+    return text_table(header, rows, notes)
