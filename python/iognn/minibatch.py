@@ -278,7 +278,7 @@ def train_minibatch(name: str, model: torch.nn.Module, data, sampler, config: Lo
     eval_loaders = [make_loader(data, sampler, s, config, False, randomness)
                     for s in (val_seeds, test_seeds)]
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
-    _warm_up(model, train_loader, train_seeds, device)
+    warm_up(model, train_loader, train_seeds, device)
     torch.manual_seed(config.seed)
     best_val, best_test, best_epoch = -1.0, 0.0, 0
     digest, epoch_times = hashlib.sha1(), []
@@ -306,7 +306,7 @@ def train_minibatch(name: str, model: torch.nn.Module, data, sampler, config: Lo
     return result, memory.method
 
 
-def _warm_up(model, loader, seeds, device) -> None:
+def warm_up(model, loader, seeds, device) -> None:
     """An untimed forward + backward on one batch sampled outside the loaders' streams (the
     parameters untouched), so that one-time costs stay out of the first epoch."""
     from torch_geometric.data import Data

@@ -17,7 +17,11 @@ kernel time and the number of launches of the same step (torch.profiler). Parts:
   backward with the graph build included, and ``iognn.Graph`` of such a block alone from input
   sorted by (destination, source), sorted by destination only, and shuffled;
 - ``ops``: min fwd + bwd (F = 128) on mid-size real graphs, iognn's segment_reduce against PyG's
-  MinAggregation.
+  MinAggregation;
+- ``minibatch``: the mini-batch path on synthetic-products and a real graph: sampled edges per
+  second of the neighbour sampler, ``iognn.Graph`` of a sampled batch, and a whole epoch of a
+  3-layer SAGE through the loader, iognn against PyG's layers on the same batches (see
+  :mod:`iognn.bench.minibatch`; wall times only).
 
 Timing: ``warmup`` untimed steps (compilation and captures happen there), then ``rounds`` rounds
 of ``steps`` steps between two host clock reads, the device synchronised before each read; the
@@ -46,7 +50,7 @@ OP_GRAPHS = ["tolokers", "amazon_computers", "coauthor_physics", "twitch_DE", "r
 MODELS = ("gcn", "sage", "gat")
 COMPILE_MODELS = ("gin",)  # PyG's compile benchmark also trains GIN: on the --compile-graphs only
 LAYERS = ("GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "TransformerConv")
-PARTS = ("steps", "layers", "batches", "ops")
+PARTS = ("steps", "layers", "batches", "ops", "minibatch")
 HIDDEN, HEADS = 64, 8
 BLOCK = dict(num_dst=16384, fanout=15, num_src=200000, feat=128)
 LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
@@ -65,6 +69,8 @@ class Row:
     launches: Optional[float] = None
     kernels: Optional[float] = None
     status: str = "ok"
+    rate: Optional[float] = None   # items per second where a row counts some (sampled edges)
+    note: str = ""
 
     @property
     def host_share(self) -> Optional[float]:
@@ -359,6 +365,9 @@ class WorkloadsConfig:
     steps: int = 20
     seed: int = 0
     data_dir: Optional[str] = None
+    minibatch_graphs: Optional[List[str]] = None   # default: iognn.bench.minibatch.GRAPHS
+    minibatch_scale: Optional[float] = None        # synthetic-products; default 1 (GPU), 0.01
+    minibatch_epochs: int = 1
 
 
 def run_workloads(cfg: WorkloadsConfig, log=print) -> List[Row]:
@@ -416,6 +425,9 @@ def run_workloads(cfg: WorkloadsConfig, log=print) -> List[Row]:
                 row.status = f"error: {type(error).__name__}: {str(error)[:200]}"
             log(format_row(row))
             rows.append(row)
+    if "minibatch" in cfg.parts:  # wall times only, taken before any profiling
+        from .minibatch import minibatch_rows
+        rows += minibatch_rows(cfg, device, log)
     for row, step in steps:  # 2. kernel times and launches, once no wall time is left to take
         try:
             row.__dict__.update(kernel_time(step, device, cfg.steps))
@@ -436,7 +448,13 @@ def format_row(row: Row) -> str:
             f"{row.part:8} {row.graph:22} {row.workload:26} {row.impl:16} "
             f"wall {_num(row.wall_ms)} ms  kernels {_num(row.kernel_ms)} ms  "
             f"launches {_num(row.launches)}  host {'-' if share is None else f'{share:.0%}'}"
-            f"{'' if row.status == 'ok' else '  ' + row.status}")
+            f"{_extra(row)}{'' if row.status == 'ok' else '  ' + row.status}")
+
+
+def _extra(row: Row) -> str:
+    """The rate and the note of a row that has them."""
+    rate = "" if row.rate is None else f"  {_num(row.rate / 1e6)}M/s"
+    return rate + (f"  ({row.note})" if row.note else "")
 
 
 def markdown(rows: List[Row]) -> str:
@@ -455,7 +473,7 @@ def markdown(rows: List[Row]) -> str:
             for impl in impls:
                 r = next((r for r in mine if (r.graph, r.workload, r.impl) == key + (impl,)), None)
                 cells.append("-" if r is None else f"{_num(r.wall_ms)} ({_num(r.kernel_ms)}, "
-                                                   f"{_num(r.launches)})")
+                                                   f"{_num(r.launches)}){_extra(r)}")
             lines.append(f"| {key[0]} | {key[1]} | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
