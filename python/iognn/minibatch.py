@@ -10,8 +10,9 @@ out on that device; from the host they are copied to the model's device (pinned 
 **Trimming** (PyG's ``trim_to_layer``): the sampler emits the batch ordered by hop (the nodes
 first reached by hop h after those of hop h - 1, the edges of hop h after those of hop h - 1), so
 layer i only needs a prefix of it: layer 0 runs on the whole batch, and each later layer drops
-the last hop's nodes and edges, until the last layer runs on the seeds' own in-edges. The result
-for the seeds is the untrimmed one; ``--no-trim`` runs every layer on the whole batch.
+the last hop's nodes and edges, until the last layer runs on the seeds' own in-edges. The seeds'
+outputs are the untrimmed ones for SAGE and GAT; GCN normalises by degrees counted in the trimmed
+graph, as in PyG. ``--no-trim`` runs every layer on the whole batch.
 
 **Evaluation**: after each epoch, accuracy of the seeds' predictions over a loader of the same
 fan-out on the validation nodes and on the test nodes (at most ``--eval-test-nodes`` of them: a
@@ -37,7 +38,7 @@ import hashlib
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -164,10 +165,9 @@ def seed_loss(model, batch):
 
 
 def run_epoch(model, optimizer, loader, randomness: SamplingRandomness, device: torch.device,
-              profile_split: bool = False, bar=None,
-              step: Optional[Callable] = None) -> EpochTimes:
-    """One pass over ``loader`` with the time split of the module note. ``step(model, batch)``
-    replaces forward + loss + backward + Adam (the benchmark uses the default)."""
+              profile_split: bool = False, bar=None) -> EpochTimes:
+    """One pass over ``loader`` (forward, cross entropy of the seeds, backward, Adam step per
+    batch) with the time split of the module note."""
     times = EpochTimes()
     split_sync = _sync if profile_split else (lambda device: None)
     iterator = iter(loader)
@@ -185,7 +185,9 @@ def run_epoch(model, optimizer, loader, randomness: SamplingRandomness, device: 
         split_sync(device)
         t2 = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        loss = (step or _train_step)(model, batch, optimizer)
+        loss = seed_loss(model, batch)
+        loss.backward()
+        optimizer.step()
         split_sync(device)
         t3 = time.perf_counter()
         times.sampling_s += t1 - t0
@@ -205,13 +207,6 @@ def run_epoch(model, optimizer, loader, randomness: SamplingRandomness, device: 
     if times.batches:
         times.loss = float(last_loss.detach())
     return times
-
-
-def _train_step(model, batch, optimizer):
-    loss = seed_loss(model, batch)
-    loss.backward()
-    optimizer.step()
-    return loss
 
 
 @torch.no_grad()
@@ -383,7 +378,12 @@ def run_minibatch_training(args) -> dict:
                            trim=not args.no_trim, **kwargs)
 
     models = build_models(args, data.num_features, num_classes, build=build)
-    config = LoaderConfig(args.num_neighbors, args.batch_size, args.num_workers,
+    workers = args.num_workers
+    if workers and graph_device.type == "cuda":
+        print("notice: --num-workers is for a graph on the host; the loader samples the GPU's "
+              "graph in the main process", file=sys.stderr)
+        workers = 0
+    config = LoaderConfig(args.num_neighbors, args.batch_size, workers,
                           pin_memory=graph_device.type == "cpu" and device.type == "cuda",
                           seed=args.seed)
     sampler = make_sampler(data, args.num_neighbors)

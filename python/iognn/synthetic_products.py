@@ -129,7 +129,8 @@ def generate(scale: float = 1.0, seed: int = 0) -> Dict[str, Tensor]:
     keys = torch.cat([high.mul(num_nodes).add_(low), low.mul_(num_nodes).add_(high)])
     del low, high, pairs
     keys = torch.sort(keys).values
-    edge_index = torch.stack([keys.remainder(num_nodes), keys.div_(num_nodes, rounding_mode="floor")])
+    edge_index = torch.stack([keys.remainder(num_nodes),
+                              keys.div_(num_nodes, rounding_mode="floor")])
     del keys
 
     y = torch.empty(num_nodes, dtype=torch.int64)

@@ -5,6 +5,7 @@ model starts from the PyG model's initial weights (``load_state_dict``), both tr
 seed and Adam settings, and a table compares test accuracy (at the best validation epoch), time per
 training step and peak memory. On CUDA the iognn model trains twice: eagerly and with its training
 step captured in a CUDA graph (``iognn.CapturedStep``; ``--no-capture`` leaves that row out).
+``--loader neighbor`` trains on sampled mini-batches instead (:mod:`iognn.minibatch`).
 """
 from __future__ import annotations
 
@@ -334,7 +335,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from .datasets import DATASETS
     parser.add_argument("--model", choices=MODELS, default="gcn", help="layer type")
     parser.add_argument("--dataset", type=dataset_name, default="synthetic",
-                        metavar="{" + ",".join(DATASETS) + "}",
+                        metavar="{" + ",".join(DATASETS + ("synthetic-products[:scale]",)) + "}",
                         help="'synthetic' and 'synthetic-products[:scale]' (ogbn-products' size "
                              "times scale, generated once and cached) need no files")
     parser.add_argument("--data-dir", default=None,

@@ -1,6 +1,7 @@
 """``iognn train --loader neighbor``: runs for SAGE / GAT / GCN on a tiny synthetic-products and on
 the cora-like synthetic graph, learns, reports the epoch time split, trains ``--compare pyg`` on
-the very same batches; trimming leaves the seeds' outputs alone; bad arguments are argparse errors."""
+the very same batches; trimming is PyG's and leaves the seeds' outputs alone; bad arguments are
+argparse errors."""
 import json
 
 import pytest
