@@ -5,9 +5,9 @@
 # layers on the same batches, GAT and GCN for an epoch, and the bench's minibatch part.
 #
 # Usage: scripts/minibatch_check.sh              (everything on stdout; each step under a timeout,
-#                                                 475 s in all at most)
+#                                                 470 s in all at most)
 # Environment: IOGNN_DATA (real graphs, for the bench's amazon_computers rows), IOGNN_CACHE (where
-# synthetic-products is cached: about 2.5 GB at full scale), PYTHON (default python3),
+# synthetic-products is cached: about 2 GB at full scale), PYTHON (default python3),
 # IOGNN_PRODUCTS_SCALE (default 1), IOGNN_GRAPH_DEVICE (default auto: the GPU when this build samples
 # there, else the host with a notice; 'cuda' insists, 'cpu' times the host path).
 set -uo pipefail
@@ -49,12 +49,12 @@ print(statistics(data))
 
 TRAIN=(-m iognn train --loader neighbor --dataset "$DATASET" --num-neighbors 15,10,5
        --batch-size 1024 --graph-device "$GRAPH_DEVICE" --eval-test-nodes 20000)
-step sage-compare-pyg 130 $PY "${TRAIN[@]}" --model sage --hidden 256 --epochs 1 --compare pyg
-step sage-profile-split 50 $PY "${TRAIN[@]}" --model sage --hidden 256 --epochs 1 --profile-split
+step sage-compare-pyg 120 $PY "${TRAIN[@]}" --model sage --hidden 256 --epochs 1 --compare pyg
+step sage-profile-split 55 $PY "${TRAIN[@]}" --model sage --hidden 256 --epochs 1 --profile-split
 step gat 60 $PY "${TRAIN[@]}" --model gat --hidden 256 --heads 8 --epochs 1
-step gcn 45 $PY "${TRAIN[@]}" --model gcn --hidden 256 --epochs 1
+step gcn 55 $PY "${TRAIN[@]}" --model gcn --hidden 256 --epochs 1
 
-step bench-minibatch 130 $PY -m iognn bench --suite workloads --parts minibatch \
+step bench-minibatch 120 $PY -m iognn bench --suite workloads --parts minibatch \
   --minibatch-scale "$SCALE" --warmup 2 --repeats 10 --out "${TMPDIR:-/tmp}/iognn-minibatch-bench"
 cat "${TMPDIR:-/tmp}/iognn-minibatch-bench/workloads.md" 2>/dev/null
 
