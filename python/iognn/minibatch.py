@@ -7,12 +7,16 @@ its features stay where ``--graph-device`` puts them: the sampler samples there,
 out on that device; from the host they are copied to the model's device (pinned memory and
 ``--num-workers`` loader processes, as PyG's loader offers).
 
-**Trimming** (PyG's ``trim_to_layer``): the sampler emits the batch ordered by hop (the nodes
-first reached by hop h after those of hop h - 1, the edges of hop h after those of hop h - 1), so
-layer i only needs a prefix of it: layer 0 runs on the whole batch, and each later layer drops
-the last hop's nodes and edges, until the last layer runs on the seeds' own in-edges. The seeds'
-outputs are the untrimmed ones for SAGE and GAT; GCN normalises by degrees counted in the trimmed
-graph, as in PyG. ``--no-trim`` runs every layer on the whole batch.
+**Blocks and trimming**: the sampler emits the batch ordered by hop (the nodes first reached by
+hop h after those of hop h - 1, the edges of hop h after those of hop h - 1), so layer i only
+needs a prefix of it. SAGE and GAT run each layer on its *block* (:mod:`iognn.blocks`): the
+bipartite prefix from the nodes it reads to the nodes the next layer needs, so layer 0 computes
+outputs for the nodes of hops 0 .. L - 1 only, and the last layer for the seeds only; with
+``iognn.nn`` layers the blocks' Graphs are built with the batch, so the forward pass builds none.
+GCN's layer takes no bipartite input: it is trimmed as PyG's ``trim_to_layer`` trims (each
+later layer drops the last hop's nodes and edges) and normalises by degrees counted in the
+trimmed graph, as in PyG. The seeds' outputs are the whole batch's for SAGE and GAT.
+``--no-trim`` runs every layer on the whole batch.
 
 **Evaluation**: after each epoch, accuracy of the seeds' predictions over a loader of the same
 fan-out on the validation nodes and on the test nodes (at most ``--eval-test-nodes`` of them: a
@@ -26,7 +30,7 @@ batches (the report's ``batch_digest``, a hash of every batch's node and edge co
 
 **Time split** per epoch (the host clock, read around each part of every batch): *sampling*, the
 time spent in the loader's ``next()`` (sampling and the feature / label gather, or waiting for a
-worker's batch); *transfer*, the copy of the batch to the model's device (zero when the graph is
+worker's batch) and, for ``iognn.nn`` layers on blocks, the blocks' Graph builds; *transfer*, the copy of the batch to the model's device (zero when the graph is
 there already); *compute*, forward + loss + backward + Adam step. With ``--profile-split`` the
 device is synchronised at each split point, so each part holds its own device work; without it
 only at the end of the epoch, and compute is the epoch time less the other two (the device work
@@ -43,6 +47,8 @@ from typing import Dict, List, Optional, Sequence
 import torch
 import torch.nn.functional as F
 
+from .blocks import block_graphs, block_sizes
+from .graph import Graph, SelfLoops
 from .train import PeakMemory, build_convs, build_models, pick_device, report_config, text_table
 from .train import MINIBATCH_MODELS as MODELS
 SPLIT_SYNCED = ("host clock at the split points, device synchronised at each of them "
@@ -52,26 +58,63 @@ SPLIT_EPOCH = ("host clock at the split points, device synchronised at the end o
 
 
 # ---- model ---------------------------------------------------------------------------------------
+STACK_MODES = ("blocks", "trim", "full")
+# Models whose layers take bipartite input, so run on blocks, and their layers' self-loop mode.
+BLOCK_LOOPS = {"sage": SelfLoops.KEEP, "gat": SelfLoops.REPLACE}
+
 class LayerStack(torch.nn.Module):
     """One convolution per hop: ``conv_L(... relu(conv_1(dropout(x))) ...)``, each hidden layer
-    followed by ReLU and dropout, and (``trim``) each layer given only the hop-ordered prefix of
-    the batch it needs (PyG's ``trim_to_layer``)."""
+    followed by ReLU and dropout. ``mode`` says what each layer is given of a hop-ordered batch:
 
-    def __init__(self, convs: Sequence[torch.nn.Module], dropout: float, trim: bool = True):
+    - ``'blocks'``: its block (:mod:`iognn.blocks`): bipartite input ``(x, x[:num_dst])`` and the
+      prefix of the edges it needs, so it computes outputs for its destinations only (layers
+      with bipartite input: SAGE, GAT);
+    - ``'trim'``: the prefix of nodes and edges it needs as a square graph (PyG's
+      ``trim_to_layer``: GCN, whose layer takes no bipartite input);
+    - ``'full'``: the whole batch.
+
+    ``graph_loops``: in ``'blocks'`` mode with ``iognn.nn`` layers, the self-loop mode of the
+    blocks' :class:`iognn.Graph` objects, which :meth:`block_graphs` builds with the batch (so the
+    forward pass builds none); None for layers that take ``edge_index`` as it is."""
+
+    def __init__(self, convs: Sequence[torch.nn.Module], dropout: float, mode: str = "blocks",
+                 graph_loops: Optional[SelfLoops] = None):
         super().__init__()
+        if mode not in STACK_MODES:
+            raise ValueError(f"mode must be one of {STACK_MODES}, got {mode!r}")
         self.convs = torch.nn.ModuleList(convs)
         self.dropout = dropout
-        self.trim = trim
+        self.mode = mode
+        self.graph_loops = graph_loops if mode == "blocks" else None
+
+    def block_graphs(self, batch) -> Optional[List[Graph]]:
+        """The blocks' Graphs of ``batch`` when this stack runs on them, else None."""
+        if self.graph_loops is None:
+            return None
+        return block_graphs(batch.edge_index, batch.num_sampled_nodes, batch.num_sampled_edges,
+                            len(self.convs), self.graph_loops)
 
     def forward(self, x, edge_index, num_sampled_nodes: Optional[Sequence[int]] = None,
-                num_sampled_edges: Optional[Sequence[int]] = None):
-        trim = self.trim and num_sampled_nodes is not None
+                num_sampled_edges: Optional[Sequence[int]] = None,
+                graphs: Optional[Sequence[Graph]] = None):
+        hop_ordered = num_sampled_nodes is not None and num_sampled_edges is not None
+        blocks = (block_sizes(num_sampled_nodes, num_sampled_edges, len(self.convs))
+                  if hop_ordered and self.mode == "blocks" else None)
+        trim = hop_ordered and self.mode == "trim"
         last = len(self.convs) - 1
         for i, conv in enumerate(self.convs):
-            if trim and i > 0:  # drop the hop that layer i - 1 was the last to need
-                x = x.narrow(0, 0, x.size(0) - num_sampled_nodes[-i])
-                edge_index = edge_index.narrow(1, 0, edge_index.size(1) - num_sampled_edges[-i])
-            x = conv(F.dropout(x, self.dropout, self.training), edge_index)
+            x = F.dropout(x, self.dropout, self.training)
+            if blocks is not None:
+                size = blocks[i]
+                adj = graphs[i] if graphs is not None else edge_index.narrow(1, 0, size.num_edges)
+                x = conv((x, x.narrow(0, 0, size.num_dst)), adj,
+                         size=(size.num_src, size.num_dst))
+            else:
+                if trim and i > 0:  # drop the hop that layer i - 1 was the last to need
+                    x = x.narrow(0, 0, x.size(0) - num_sampled_nodes[-i])
+                    edge_index = edge_index.narrow(1, 0,
+                                                   edge_index.size(1) - num_sampled_edges[-i])
+                x = conv(x, edge_index)
             if i < last:
                 x = F.relu(x)
         return x
@@ -84,8 +127,11 @@ def build_stack(model: str, layers, in_channels: int, hidden: int, num_classes: 
     ``torch_geometric.nn``), as :func:`iognn.train.build_convs` makes them."""
     if model not in MODELS:
         raise ValueError(f"mini-batch model must be one of {MODELS}, got {model!r}")
-    return LayerStack(build_convs(model, layers, in_channels, hidden, num_classes, num_layers,
-                                  heads=heads, attn_dropout=attn_dropout), dropout, trim)
+    convs = build_convs(model, layers, in_channels, hidden, num_classes, num_layers, heads=heads,
+                        attn_dropout=attn_dropout)
+    mode = ("blocks" if model in BLOCK_LOOPS else "trim") if trim else "full"
+    iognn_layers = getattr(layers, "__name__", "").startswith("iognn")
+    return LayerStack(convs, dropout, mode, BLOCK_LOOPS.get(model) if iognn_layers else None)
 
 
 # ---- loaders ------------------------------------------------------------------------------------
@@ -158,10 +204,16 @@ class EpochTimes:
     loss: float = float("nan")
 
 
-def seed_loss(model, batch):
-    """Cross entropy of the seeds' predictions (the batch's first ``batch_size`` nodes)."""
-    out = model(batch.x, batch.edge_index, batch.num_sampled_nodes, batch.num_sampled_edges)
-    return F.cross_entropy(out[:batch.batch_size], batch.y[:batch.batch_size])
+def seed_output(model, batch, graphs=None):
+    """The model's output for the seeds (the batch's first ``batch_size`` nodes)."""
+    out = model(batch.x, batch.edge_index, batch.num_sampled_nodes, batch.num_sampled_edges,
+                graphs)
+    return out[:batch.batch_size]
+
+
+def seed_loss(model, batch, graphs=None):
+    """Cross entropy of the seeds' predictions."""
+    return F.cross_entropy(seed_output(model, batch, graphs), batch.y[:batch.batch_size])
 
 
 def run_epoch(model, optimizer, loader, randomness: SamplingRandomness, device: torch.device,
@@ -184,15 +236,18 @@ def run_epoch(model, optimizer, loader, randomness: SamplingRandomness, device: 
         batch = batch.to(device, non_blocking=True)
         split_sync(device)
         t2 = time.perf_counter()
+        graphs = model.block_graphs(batch)  # iognn's layers on blocks: their Graphs, once
+        split_sync(device)
+        t3 = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        loss = seed_loss(model, batch)
+        loss = seed_loss(model, batch, graphs)
         loss.backward()
         optimizer.step()
         split_sync(device)
-        t3 = time.perf_counter()
-        times.sampling_s += t1 - t0
+        t4 = time.perf_counter()
+        times.sampling_s += (t1 - t0) + (t3 - t2)
         times.transfer_s += t2 - t1
-        times.compute_s += t3 - t2
+        times.compute_s += t4 - t3
         times.batches += 1
         times.sampled_nodes += batch.num_nodes
         times.sampled_edges += batch.edge_index.size(1)
@@ -220,10 +275,9 @@ def evaluate(model, loader, randomness: SamplingRandomness, device: torch.device
             batch = randomness.next(iterator).to(device, non_blocking=True)
         except StopIteration:
             break
-        out = model(batch.x, batch.edge_index, batch.num_sampled_nodes, batch.num_sampled_edges)
-        n = batch.batch_size
-        correct += int((out[:n].argmax(dim=-1) == batch.y[:n]).sum())
-        total += n
+        out = seed_output(model, batch, model.block_graphs(batch))
+        correct += int((out.argmax(dim=-1) == batch.y[:batch.batch_size]).sum())
+        total += batch.batch_size
     return correct / total if total else 0.0
 
 

@@ -1,6 +1,6 @@
 """``iognn train --loader neighbor``: runs for SAGE / GAT / GCN on a tiny synthetic-products and on
 the cora-like synthetic graph, learns, reports the epoch time split, trains ``--compare pyg`` on
-the very same batches; trimming is PyG's and leaves the seeds' outputs alone; bad arguments are
+the very same batches; blocks and trimming (PyG's) leave the seeds' outputs alone; bad arguments are
 argparse errors."""
 import json
 
@@ -79,19 +79,59 @@ def tiny_batch(hops=3):
     return data, next(iter(loader))
 
 
+@pytest.mark.parametrize("library", ["iognn.nn", "torch_geometric.nn"])
 @pytest.mark.parametrize("model", ["sage", "gat"])
-def test_trimming_keeps_the_seeds_outputs(model):
-    import iognn.nn
+def test_blocks_and_trimming_keep_the_seeds_outputs(model, library):
+    import importlib
+    layers = importlib.import_module(library)
     data, batch = tiny_batch()
     torch.manual_seed(0)
-    stack = build_stack(model, iognn.nn, data.num_features, 16, 47, 3, heads=2).eval()
+    stack = build_stack(model, layers, data.num_features, 16, 47, 3, heads=2).eval()
+    assert stack.mode == "blocks"
+    assert (stack.graph_loops is not None) == (library == "iognn.nn")
     args = (batch.x, batch.edge_index, batch.num_sampled_nodes, batch.num_sampled_edges)
-    trimmed = stack(*args)
-    stack.trim = False
-    full = stack(*args)
     n = batch.batch_size
-    assert trimmed.size(0) == n + batch.num_sampled_nodes[1]  # the last layer's own nodes
-    torch.testing.assert_close(trimmed[:n], full[:n], rtol=1e-5, atol=1e-5)
+    outputs = {"blocks": stack(*args, stack.block_graphs(batch))}
+    assert outputs["blocks"].size(0) == n  # the last block's destinations: the seeds
+    if library == "iognn.nn":  # the same blocks given as edge prefixes, built in the layers
+        outputs["blocks, edges"] = stack(*args)
+    stack.mode = "trim"
+    outputs["trim"] = stack(*args)
+    assert outputs["trim"].size(0) == n + batch.num_sampled_nodes[1]  # the last layer's nodes
+    stack.mode = "full"
+    outputs["full"] = stack(*args)
+    assert outputs["full"].size(0) == batch.num_nodes
+    for name, out in outputs.items():
+        torch.testing.assert_close(out[:n], outputs["full"][:n], rtol=1e-5, atol=1e-5,
+                                   msg=lambda m: f"{name}: {m}")
+
+
+def test_gcn_is_trimmed_not_blocked():
+    import iognn.nn
+    stack = build_stack("gcn", iognn.nn, 8, 16, 4, 2)
+    assert stack.mode == "trim" and stack.graph_loops is None and stack.block_graphs(None) is None
+    assert build_stack("sage", iognn.nn, 8, 16, 4, 2, trim=False).mode == "full"
+
+
+def test_blocks_give_each_layer_its_bipartite_prefix():
+    _, batch = tiny_batch()
+    seen = []
+
+    class Record(torch.nn.Module):
+        def forward(self, x, edge_index, size):
+            seen.append((x, edge_index, size))
+            return x[1]
+
+    LayerStack([Record(), Record(), Record()], dropout=0.0, mode="blocks")(
+        batch.x, batch.edge_index, batch.num_sampled_nodes, batch.num_sampled_edges)
+    nodes, edges = batch.num_sampled_nodes, batch.num_sampled_edges
+    for layer, ((x_src, x_dst), edge_index, size) in enumerate(seen):
+        hops = 3 - layer  # this layer's destinations: the nodes of hops 0 .. hops - 1
+        assert size == (sum(nodes[:hops + 1]), sum(nodes[:hops]))
+        assert x_src.size(0) == size[0] and x_dst.size(0) == size[1]
+        assert torch.equal(x_dst, x_src[:size[1]])
+        assert torch.equal(edge_index, batch.edge_index[:, :sum(edges[:hops])])
+        assert int(edge_index[0].max()) < size[0] and int(edge_index[1].max()) < size[1]
 
 
 def test_trimming_is_pyg_trim_to_layer():
@@ -104,7 +144,7 @@ def test_trimming_is_pyg_trim_to_layer():
             seen.append((x, edge_index))
             return x
 
-    LayerStack([Record(), Record(), Record()], dropout=0.0)(
+    LayerStack([Record(), Record(), Record()], dropout=0.0, mode="trim")(
         batch.x, batch.edge_index, batch.num_sampled_nodes, batch.num_sampled_edges)
     x, edge_index = batch.x, batch.edge_index
     for layer, (got_x, got_edges) in enumerate(seen):
