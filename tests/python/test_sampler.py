@@ -665,3 +665,23 @@ def test_bad_temporal_inputs_name_the_argument():
                                  input_time=torch.zeros(data.num_nodes))))
     with pytest.raises(NotImplementedError, match=re.escape("sample_direction='backward'")):
         NeighborSampler(data, [2], time_attr="t", sample_direction="backward")
+
+
+def test_int32_indices_inside_int64_batches_outside():
+    """The sampler keeps an int32 CSC where ids fit (half the bytes for the kernel) and gives the
+    batches in int64, as PyG's samplers do; the sample is the int64 CSC's."""
+    data = graph_data()
+    sampler = NeighborSampler(data, [3, 2], disjoint=True)
+    assert sampler.colptr.dtype == sampler.row.dtype == torch.int32
+    seed = torch.tensor([0, 5, 7, 5])
+    torch.manual_seed(5)
+    narrow = sampler._sample(seed)
+    sampler.colptr, sampler.row = sampler.colptr.long(), sampler.row.long()
+    torch.manual_seed(5)
+    wide = sampler._sample(seed)
+    for key in ("node", "row", "col", "edge", "batch"):
+        assert getattr(narrow, key).dtype == torch.int64, key
+        assert torch.equal(getattr(narrow, key), getattr(wide, key)), key
+    batch = next(iter(NeighborLoader(data, [3, 2], batch_size=8)))
+    for key in ("n_id", "e_id", "edge_index"):
+        assert batch[key].dtype == torch.int64, key
