@@ -141,7 +141,7 @@ class NeighborSampler(PyGNeighborSampler):
         # The kernel takes one index dtype for the whole graph, fp64 weights and int64 times, all
         # on the graph's device (PyG builds the CSC on the CPU). The index dtype is int32 where
         # every node id and CSC position fits: the host kernel then reads and writes half the
-        # bytes (about 1.7x the sampled edges a second on two cores); the batches still come out
+        # bytes (about 1.6x the sampled edges a second on two cores); the batches still come out
         # in int64, as PyG's samplers give them.
         device = _graph_device(data)
         fits = self.row.numel() <= _INT32_MAX and self.colptr.numel() - 1 <= _INT32_MAX

@@ -299,7 +299,9 @@ struct SourceNodes {
 
 // A hop's pass 3: relabels the neighbours of the edges [first_edge, edge.size()) in edge order,
 // a new (tree, node) taking the next local id of `src`; the tree of edge e is col_batch[col[e]]
-// with disjoint. Writes row[e] = the neighbour's local id.
+// with disjoint. Writes row[e] = the neighbour's local id. The neighbours' global ids are gathered
+// in parallel first (the CSC's random reads), so the sequential part reads them in order; they
+// are checked there, in edge order, as the ids are given.
 template <typename index_t>
 void relabel_neighbors(const CscView<index_t>& g, const std::vector<index_t>& edge,
                        const std::vector<index_t>& col, int64_t first_edge, bool disjoint,
@@ -308,8 +310,12 @@ void relabel_neighbors(const CscView<index_t>& g, const std::vector<index_t>& ed
   const int64_t num_src = g.num_src;
   const int64_t num_edges = int64_t(edge.size());
   row.resize(size_t(num_edges));
+  parallel_for(first_edge, num_edges, 4096, [&](int64_t lo, int64_t hi) {
+    for (int64_t e = lo; e < hi; ++e) row[size_t(e)] = g.row[edge[size_t(e)]];
+  });
   for (int64_t e = first_edge; e < num_edges; ++e) {
-    const int64_t u = neighbor_at(g, int64_t(edge[size_t(e)]));
+    const int64_t u = check_sample_neighbor(*g.names, int64_t(edge[size_t(e)]),
+                                            int64_t(row[size_t(e)]), num_src);
     const int64_t tree = disjoint ? int64_t(col_batch[size_t(col[size_t(e)])]) : 0;
     const int64_t next = int64_t(src.node.size());
     const auto [local, is_new] = src.ids.insert(tree * num_src + u, next);
