@@ -59,6 +59,7 @@ test: cpp-test sanitize-cpp py-test
 demo: build
 	$(PY) -m iognn train --compare pyg
 	$(PY) -m iognn train --compare pyg --dataset cora
+	$(PY) -m iognn train --compare pyg --loader neighbor --dataset synthetic-products:0.05 --model sage --epochs 2
 
 bench-quick: build
 	$(PY) -m iognn bench --suite quick
