@@ -9,7 +9,7 @@
 - ``SAGE x3 h256 epoch``: a whole training epoch (3-layer SAGE, hidden 256, fan-out [15, 10, 5],
   batch 1,024, Adam) through ``iognn.loader.NeighborLoader``, iognn's layers and PyG's on the same
   sampler and the same batches, as ``iognn train --loader neighbor`` runs it (graph on the GPU
-  when it samples there and fits; trimming on); the note gives the epoch's split into sampling,
+  when it samples there and fits; SAGE on blocks); the note gives the epoch's split into sampling,
   transfer and compute (device synchronised at the epoch's end only).
 
 Graphs: ``synthetic-products`` at ``minibatch_scale`` (default: 1 on a GPU, 0.01 on the host;
