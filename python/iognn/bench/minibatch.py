@@ -5,7 +5,7 @@
   indices and, with a GPU whose build samples there, on the device; the rate is sampled edges
   per second;
 - ``Graph build, sampled batch``: ``iognn.Graph`` of a whole sampled batch (a pool of 8 batches
-  from the loader, on the graph's device), the build every iognn layer pays once per batch;
+  from the loader, on the graph's device): the largest of the blocks' builds a batch pays;
 - ``SAGE x3 h256 epoch``: a whole training epoch (3-layer SAGE, hidden 256, fan-out [15, 10, 5],
   batch 1,024, Adam) through ``iognn.loader.NeighborLoader``, iognn's layers and PyG's on the same
   sampler and the same batches, as ``iognn train --loader neighbor`` runs it (graph on the GPU
