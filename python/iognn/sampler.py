@@ -147,6 +147,9 @@ class NeighborSampler(PyGNeighborSampler):
         fits = self.row.numel() <= _INT32_MAX and self.colptr.numel() - 1 <= _INT32_MAX
         index_dtype = torch.int32 if fits else self.colptr.dtype
         self.colptr, self.row = self.colptr.to(device, index_dtype), self.row.to(device, index_dtype)
+        if share_memory and device.type == "cpu":  # the converted CSC, for the loader's workers
+            self.colptr.share_memory_()
+            self.row.share_memory_()
         if self.perm is not None:
             self.perm = self.perm.to(device)
         if self.node_time is not None:

@@ -685,3 +685,14 @@ def test_int32_indices_inside_int64_batches_outside():
     batch = next(iter(NeighborLoader(data, [3, 2], batch_size=8)))
     for key in ("n_id", "e_id", "edge_index"):
         assert batch[key].dtype == torch.int64, key
+
+
+def test_shared_memory_csc_for_loader_workers():
+    """With share_memory (a loader with workers), the kernel's CSC lives in shared memory too."""
+    data = graph_data()
+    sampler = NeighborSampler(data, [3, 2], share_memory=True)
+    assert sampler.colptr.is_shared() and sampler.row.is_shared()
+    assert not NeighborSampler(data, [3, 2]).row.is_shared()
+    torch.manual_seed(0)
+    batches = list(NeighborLoader(data, [3, 2], batch_size=20, num_workers=1))
+    assert len(batches) == 3 and all(b.n_id.dtype == torch.int64 for b in batches)
