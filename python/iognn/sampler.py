@@ -71,6 +71,19 @@ def _is_hetero_edge_time(data: Any, time_attr: str) -> bool:
             and not any(time_attr in store for store in data.node_stores))
 
 
+def _seed_ids(seed: Tensor, like: Tensor, what: str) -> Tensor:
+    """Seed ids in the CSC's index dtype, on its device. Ids that an int32 CSC cannot hold are
+    refused here (a cast would wrap them onto other nodes), as the kernel refuses any id out of
+    range: IndexError naming the first."""
+    if like.dtype == torch.int32 and seed.dtype != torch.int32 and seed.numel():
+        bad = (seed > _INT32_MAX) | (seed < 0)
+        if bool(bad.any()):
+            i = int(bad.nonzero()[0, 0])
+            raise IndexError(f"neighbor_sample: {what}[{i}] = {int(seed[i])} is out of range for "
+                             f"the graph")
+    return seed.to(like.device, like.dtype).contiguous()
+
+
 def _int64_times(time: Tensor, what: str) -> Tensor:
     """Times as the kernel takes them: int64, contiguous (integer times only, as in pyg-lib)."""
     if time.is_floating_point() or time.is_complex() or time.dtype == torch.bool:
@@ -173,7 +186,7 @@ class NeighborSampler(PyGNeighborSampler):
         rng_seed = int(torch.empty((), dtype=torch.int64).random_())
         row, col, node, edge, num_sampled_nodes, num_sampled_edges = \
             torch.ops.iognn.neighbor_sample(
-                self.colptr, self.row, seed.to(self.colptr.device, self.colptr.dtype).contiguous(),
+                self.colptr, self.row, _seed_ids(seed, self.colptr, "seed"),
                 self.num_neighbors.get_mapped_values(), self.replace, self.disjoint, rng_seed,
                 self.edge_weight, self.node_time, self.edge_time, seed_time,
                 self.temporal_strategy)
@@ -193,14 +206,20 @@ class NeighborSampler(PyGNeighborSampler):
                      share_memory: bool) -> None:
         """The flat inputs of ``torch.ops.iognn.hetero_neighbor_sample`` from PyG's CSC dicts:
         node types and edge types in PyG's order (edge types reversed with
-        ``sample_direction='backward'``), one index dtype (the first CSC's), fp64 weights and
+        ``sample_direction='backward'``), one index dtype (int32 where ids fit), fp64 weights and
         int64 node times where the graph has them."""
         self._node_index = {t: i for i, t in enumerate(self.node_types)}
         colptrs = [self.colptr_dict[self.to_rel_type[et]] for et in self.edge_types]
-        self._index_dtype = colptrs[0].dtype if colptrs else torch.int64
+        rows = [self.row_dict[self.to_rel_type[et]] for et in self.edge_types]
+        # int32 where every node id and CSC position fits, as for homogeneous graphs
+        fits = (all(r.numel() <= _INT32_MAX for r in rows)
+                and all(n <= _INT32_MAX for n in self.num_nodes.values()))
+        self._index_dtype = torch.int32 if fits else torch.int64
         self._colptrs = [c.to(self._index_dtype).contiguous() for c in colptrs]
-        self._rows = [self.row_dict[self.to_rel_type[et]].to(self._index_dtype).contiguous()
-                      for et in self.edge_types]
+        self._rows = [r.to(self._index_dtype).contiguous() for r in rows]
+        if share_memory:
+            for t in self._colptrs + self._rows:
+                t.share_memory_()
         self._edge_type_nodes = [self._node_index[t] for et in self.edge_types
                                  for t in (et[0], et[-1])]
         self._weights = []
@@ -240,7 +259,7 @@ class NeighborSampler(PyGNeighborSampler):
                                  f"{node_type!r} (input_nodes) is not a node type of the graph "
                                  f"({self.node_types})")
             seed_types.append(self._node_index[node_type])
-            seeds.append(ids.to(self._index_dtype).contiguous())
+            seeds.append(_seed_ids(ids, self._colptrs[0] if self._colptrs else ids, "seeds"))
             time = None if seed_time is None else seed_time.get(node_type)
             seed_times.append(None if time is None else
                               _int64_times(time, "input_time (seed times)"))
@@ -254,6 +273,7 @@ class NeighborSampler(PyGNeighborSampler):
                 self._colptrs, self._rows, seed_types, seeds, fanouts, num_hops, self.replace,
                 self.disjoint, rng_seed, self._weights, self._node_times, [], seed_times,
                 self.temporal_strategy)
+        node, row, col, edge = ([t.long() for t in x] for x in (node, row, col, edge))
         hops = num_hops + 1
         num_sampled_nodes = {t: num_sampled_nodes[i * hops:(i + 1) * hops]
                              for i, t in enumerate(self.node_types)}

@@ -696,3 +696,11 @@ def test_shared_memory_csc_for_loader_workers():
     torch.manual_seed(0)
     batches = list(NeighborLoader(data, [3, 2], batch_size=20, num_workers=1))
     assert len(batches) == 3 and all(b.n_id.dtype == torch.int64 for b in batches)
+
+
+@pytest.mark.parametrize("bad", [2**31 + 5, 2**32 + 5, -1])
+def test_seed_ids_an_int32_csc_cannot_hold_are_refused(bad):
+    """A cast to the int32 CSC's dtype would wrap 2^32 + 5 onto node 5: it is an IndexError."""
+    sampler = NeighborSampler(graph_data(), [3])
+    with pytest.raises(IndexError, match=re.escape(f"seed[1] = {bad} is out of range")):
+        sampler._sample(torch.tensor([0, bad]))
