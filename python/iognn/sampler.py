@@ -32,7 +32,7 @@ from . import _C  # noqa: F401  (registers torch.ops.iognn.neighbor_sample)
 
 __all__ = ["NeighborSampler"]
 
-_INT32_MAX = 2**31 - 1
+_INT32 = torch.iinfo(torch.int32)
 
 
 def _not_yet(what: str) -> NotImplementedError:
@@ -73,10 +73,10 @@ def _is_hetero_edge_time(data: Any, time_attr: str) -> bool:
 
 def _seed_ids(seed: Tensor, like: Tensor, what: str) -> Tensor:
     """Seed ids in the CSC's index dtype, on its device. Ids that an int32 CSC cannot hold are
-    refused here (a cast would wrap them onto other nodes), as the kernel refuses any id out of
-    range: IndexError naming the first."""
+    refused here (a cast would wrap them onto other nodes), with the kernel's IndexError for any
+    other id out of range."""
     if like.dtype == torch.int32 and seed.dtype != torch.int32 and seed.numel():
-        bad = (seed > _INT32_MAX) | (seed < 0)
+        bad = (seed > _INT32.max) | (seed < _INT32.min)
         if bool(bad.any()):
             i = int(bad.nonzero()[0, 0])
             raise IndexError(f"neighbor_sample: {what}[{i}] = {int(seed[i])} is out of range for "
@@ -157,7 +157,7 @@ class NeighborSampler(PyGNeighborSampler):
         # bytes (about 1.6x the sampled edges a second on two cores); the batches still come out
         # in int64, as PyG's samplers give them.
         device = _graph_device(data)
-        fits = self.row.numel() <= _INT32_MAX and self.colptr.numel() - 1 <= _INT32_MAX
+        fits = self.row.numel() <= _INT32.max and self.colptr.numel() - 1 <= _INT32.max
         index_dtype = torch.int32 if fits else self.colptr.dtype
         self.colptr, self.row = self.colptr.to(device, index_dtype), self.row.to(device, index_dtype)
         if share_memory and device.type == "cpu":  # the converted CSC, for the loader's workers
@@ -212,8 +212,8 @@ class NeighborSampler(PyGNeighborSampler):
         colptrs = [self.colptr_dict[self.to_rel_type[et]] for et in self.edge_types]
         rows = [self.row_dict[self.to_rel_type[et]] for et in self.edge_types]
         # int32 where every node id and CSC position fits, as for homogeneous graphs
-        fits = (all(r.numel() <= _INT32_MAX for r in rows)
-                and all(n <= _INT32_MAX for n in self.num_nodes.values()))
+        fits = (all(r.numel() <= _INT32.max for r in rows)
+                and all(n <= _INT32.max for n in self.num_nodes.values()))
         self._index_dtype = torch.int32 if fits else torch.int64
         self._colptrs = [c.to(self._index_dtype).contiguous() for c in colptrs]
         self._rows = [r.to(self._index_dtype).contiguous() for r in rows]

@@ -205,10 +205,10 @@ class Runner:
             return rows
         grads: Dict[torch.Size, Tensor] = {}
         reference: Optional[Reference] = None
-        if w.dtype == torch.float32:
-            reference = self._fp64_reference(g, w, module, input_sets[0], grads)
-        elif w.dtype != torch.float64:
-            reference = self._low_precision_reference(g, w, module, input_sets[0])
+        if w.dtype != torch.float64:  # fp32 against fp64, fp16 / bf16 against fp32
+            reference = self._pyg_reference(g, w, module, input_sets[0], grads,
+                                            torch.float64 if w.dtype == torch.float32
+                                            else torch.float32)
         for row, (name, build) in zip(rows, impls.items()):
             bar.set_description(f"{g.spec} {w.label} {w.level} {row['dtype']} {name}")
             made = self._measure(g, w, build, module, input_sets, grads, reference, row)
@@ -278,35 +278,26 @@ class Runner:
             grads[shape] = torch.randn(shape, generator=gen, device=self.device).to(dtype)
         return grads[shape]
 
-    def _fp64_reference(self, g, w, module, inputs, grads) -> Optional[Reference]:
-        """The pyg implementation in fp64 on the same inputs and parameters: its output and, in
-        mode fwdbwd, its input gradients for the same output gradient. None when it cannot run
-        (e.g. fp64 does not fit): the pyg row is then the reference."""
-        w64 = replace(w, dtype=torch.float64)
-        try:
-            module64 = None if module is None else copy.deepcopy(module).double()
-            fn = w.case.impls(w64)[REFERENCE](g, w64, module64)
-            x = [t.detach().double().requires_grad_(self.backward) for t in inputs]
-            with torch.set_grad_enabled(self.backward):
-                out = fn(*x)
-            if self.backward:
-                out.backward(self._grad(grads, out.shape, w.dtype).double())
-            return Reference(out, [t.grad for t in x])
-        except Exception:
-            free_memory(self.device, collect=True)
-            return None
+    def _pyg_reference(self, g, w, module, inputs, grads, dtype) -> Optional[Reference]:
+        """The pyg implementation run in ``dtype`` on the workload's inputs and parameters (as
+        rounded to the workload's dtype), or None when it cannot run (e.g. it does not fit).
 
-    def _low_precision_reference(self, g, w, module, inputs) -> Optional[Reference]:
-        """The pyg implementation's output in fp32 on the rounded inputs and parameters (outputs
-        only: in fp16/bf16 the rounded inputs tie often, and min/max gradients legitimately differ
-        on ties: PyG splits them, arg-index kernels give them to one element)."""
-        w32 = replace(w, dtype=torch.float32)
+        fp64, for fp32 workloads: the output and, in mode fwdbwd, the input gradients for the same
+        output gradient. fp32, for fp16/bf16 workloads: the output only (the rounded inputs tie
+        often, and min/max gradients legitimately differ on ties: PyG splits them, arg-index
+        kernels give them to one element)."""
+        with_grads = self.backward and dtype == torch.float64
+        w_ref = replace(w, dtype=dtype)
         try:
-            module32 = None if module is None else copy.deepcopy(module).to(w.dtype).float()
-            fn = w.case.impls(w32)[REFERENCE](g, w32, module32)
-            with torch.no_grad():
-                return Reference(fn(*(t.detach().float() for t in inputs)), [])
-        except Exception:  # no reference (e.g. fp32 does not fit): the checks stay empty
+            module_ref = None if module is None else copy.deepcopy(module).to(w.dtype).to(dtype)
+            fn = w.case.impls(w_ref)[REFERENCE](g, w_ref, module_ref)
+            x = [t.detach().to(dtype).requires_grad_(with_grads) for t in inputs]
+            with torch.set_grad_enabled(with_grads):
+                out = fn(*x)
+            if with_grads:
+                out.backward(self._grad(grads, out.shape, w.dtype).to(dtype))
+            return Reference(out, [t.grad for t in x] if with_grads else [])
+        except Exception:
             free_memory(self.device, collect=True)
             return None
 
