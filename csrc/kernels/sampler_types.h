@@ -70,6 +70,18 @@
 // node / batch / num_sampled_nodes (num_hops + 1 entries); per edge type, row (local ids of
 // src_type), col (local ids of dst_type), edge (its CSC positions), num_sampled_edges (num_hops).
 //
+// Padded sampling (iognn::neighbor_sample_padded): the same sample, laid out in buffers whose
+// sizes depend only on the seed count and the fan-outs (every fan-out >= 0), so that a sample can
+// be drawn with no host synchronisation and inside a captured CUDA graph. Hop h may sample at most
+// cap[h] = cap[h - 1] * k_h edges (cap[-1] = num_seeds: a frontier is at most the previous hop's
+// edges), so row / col / edge have sum(cap) entries, hop h's edges at [sum(cap[:h]),
+// sum(cap[:h]) + num_sampled_edges[h]), and node (and batch) num_seeds + sum(cap) entries, the
+// sample's nodes first; every other entry is -1. num_sampled_nodes / num_sampled_edges are tensors
+// on the graph's device, and the generator's key is read from a device scalar, so a replayed
+// capture draws a new sample when that scalar changes. On a device, errors are not raised: the
+// first failed check's code (PaddedSampleError) is folded into a caller's error word with
+// atomicMin, for the caller to check when it synchronises anyway.
+//
 // There is no Meta kernel: the output sizes depend on the graph's data, not only on the input
 // shapes. There is no autograd: sampling is not differentiable.
 //

@@ -15,6 +15,10 @@
 // them: the sizes kernel runs over an upper bound (the previous hop's edge count) and reads the
 // count on the device. So the host waits once per hop, and once more for the last hop's new nodes.
 //
+// Padded sampling (kernels/sampler_types.h) runs the same kernels over the hops' capacities, with
+// each hop's frontier (first local id, count) in a device cursor that a one-thread kernel advances,
+// the hop's edge count read from its scan, and the key from a device scalar: no host wait at all.
+//
 // Errors: the kernels record the first offending seed, frontier node or edge (atomicMin of its
 // index); the host, after the wait that reports it, reads that one item back and raises the host
 // kernel's error through the same checks (kernels/sampler_checks.h), in the host kernel's order.
@@ -73,6 +77,11 @@ struct Report {
   long long new_nodes;  // new nodes of the hop before it
 };
 
+// A padded hop's frontier: local ids [first, first + count), known only on the device.
+struct Cursor {
+  long long first, count;
+};
+
 // Key -> word. Dense: the key is the slot. Hashed: open addressing with linear probing, keys
 // inserted by compare-and-swap, at most half full.
 struct KeyTable {
@@ -106,6 +115,7 @@ struct Graph {
   const int64_t* tree_time;  // seed time of every tree (temporal sampling)
   bool replace, disjoint, last;
   uint64_t rng_seed;
+  const int64_t* device_rng_seed;  // padded sampling: the key, read by the draws (else null)
 
   __device__ bool temporal() const { return node_time || edge_time; }
 };
@@ -129,10 +139,12 @@ template <typename index_t>
 __global__ void __launch_bounds__(kThreads)
     seed_kernel(Graph<index_t> g, const index_t* seed, int64_t num_seeds, const int64_t* seed_time,
                 KeyTable table, index_t* node, index_t* batch, int64_t* tree_time,
-                Status* status) {
+                Status* status, Cursor* cursor, long long* num_seed_nodes) {
   if (global_thread() == 0) {
     status->colptr_first = (long long)g.colptr[0];
     status->colptr_last = (long long)g.colptr[g.num_nodes];
+    if (cursor) *cursor = {0, num_seeds};
+    if (num_seed_nodes) *num_seed_nodes = num_seeds;
   }
   for (int64_t i = global_thread(); i < num_seeds; i += thread_stride()) {
     const int64_t s = seed[i];
@@ -160,13 +172,18 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Population (counts[i] = sample size, populations[i] = before the 'last' cut) of frontier entry
-// i < count, local id first + i; entries count .. bound get 0. count is *device_count when given.
+// i < count, local id first + i; entries count .. bound get 0. count is *device_count when given;
+// first and count are the cursor's when given (padded sampling).
 template <typename index_t>
 __global__ void __launch_bounds__(kThreads)
     sizes_kernel(Graph<index_t> g, const index_t* node, const index_t* batch, int64_t first,
-                 int64_t bound, const long long* device_count, int64_t count, int64_t k,
-                 long long* counts, long long* populations, Status* status) {
+                 int64_t bound, const long long* device_count, int64_t count, const Cursor* cursor,
+                 int64_t k, long long* counts, long long* populations, Status* status) {
   if (device_count) count = *device_count;
+  if (cursor) {
+    first = cursor->first;
+    count = cursor->count;
+  }
   const int lane = lane_id();
   for (int64_t i = global_warp(); i <= bound; i += warp_stride()) {
     long long population = 0;
@@ -251,12 +268,18 @@ __device__ void draw_node(const Graph<index_t>& g, int64_t lo, int64_t hi, int64
 
 // The draws of frontier entries i < count (local id first + i) into edge[offsets[i] ..), their
 // col entries, and each sampled neighbour's claim (slot_of[e]: its table slot, -1 for a row value
-// out of range).
+// out of range). With a cursor (padded sampling) count is a bound and the cursor has the frontier.
 template <typename index_t>
 __global__ void __launch_bounds__(kThreads)
     draw_kernel(Graph<index_t> g, const index_t* node, const index_t* batch, int64_t first,
-                int64_t count, int64_t k, const long long* offsets, const long long* populations,
-                index_t* edge, index_t* col, KeyTable table, long long* slot_of, Status* status) {
+                int64_t count, const Cursor* cursor, int64_t k, const long long* offsets,
+                const long long* populations, index_t* edge, index_t* col, KeyTable table,
+                long long* slot_of, Status* status) {
+  if (cursor) {
+    first = cursor->first;
+    count = min(count, int64_t(cursor->count));
+  }
+  if (g.device_rng_seed) g.rng_seed = uint64_t(*g.device_rng_seed);
   const int lane = lane_id();
   for (int64_t i = global_warp(); i < count; i += warp_stride()) {
     const int64_t v = node[first + i];
@@ -281,23 +304,32 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // 1 for the hop edges that are their key's first occurrence (the claim they won), else 0.
+// (hop_edges is a bound when device_hop_edges, the count, is given.)
 struct FirstOccurrence {
   const long long* slot_of;
   const word_t* values;
   int64_t hop_edges;
+  const long long* device_hop_edges;
   __host__ __device__ long long operator()(int64_t e) const {
-    if (e >= hop_edges || slot_of[e] < 0) return 0;
+    if (e >= hop_edges || (device_hop_edges && e >= *device_hop_edges) || slot_of[e] < 0)
+      return 0;
     return values[slot_of[e]] == (kPending | word_t(e)) ? 1 : 0;
   }
 };
 
-// row[e] of every hop edge; node / batch of the new local ids next_id + new_rank[e].
+// row[e] of every hop edge; node / batch of the new local ids next_id + new_rank[e]. With a cursor
+// (padded sampling) hop_edges is a bound, the count is *device_hop_edges and next_id follows the
+// cursor's frontier.
 template <typename index_t>
 __global__ void __launch_bounds__(kThreads)
     assign_kernel(Graph<index_t> g, const index_t* edge, const index_t* col, index_t* row_out,
-                  int64_t hop_edges, const long long* slot_of, const long long* new_rank,
-                  KeyTable table, int64_t next_id, index_t* node, index_t* batch,
-                  Status* status) {
+                  int64_t hop_edges, const long long* device_hop_edges, const Cursor* cursor,
+                  const long long* slot_of, const long long* new_rank, KeyTable table,
+                  int64_t next_id, index_t* node, index_t* batch, Status* status) {
+  if (cursor) {
+    hop_edges = min(hop_edges, int64_t(*device_hop_edges));
+    next_id = cursor->first + cursor->count;
+  }
   for (int64_t e = global_thread(); e < hop_edges; e += thread_stride()) {
     const long long s = slot_of[e];
     if (s < 0) continue;
@@ -317,6 +349,24 @@ __global__ void __launch_bounds__(kThreads)
     }
     row_out[e] = index_t(local);
   }
+}
+
+// Padded sampling, after hop h: the next frontier (the hop's new nodes) and the hop's counts.
+__global__ void advance_kernel(Cursor* cursor, const long long* hop_edges, const long long* new_nodes,
+                               long long* num_new_nodes, long long* num_hop_edges) {
+  const Cursor c = cursor[0];
+  cursor[1] = {c.first + c.count, *new_nodes};
+  *num_new_nodes = *new_nodes;
+  *num_hop_edges = *hop_edges;
+}
+
+// Padded sampling's end: the first failed check's code into the caller's error word.
+__global__ void fold_errors_kernel(const Status* status, unsigned long long* error) {
+  const word_t code = status->bad_seed != kNone       ? word_t(kPaddedBadSeed)
+                      : status->bad_frontier != kNone ? word_t(kPaddedBadGraph)
+                      : status->bad_edge != kNone     ? word_t(kPaddedBadNeighbor)
+                                                      : kNone;
+  if (code != kNone) atomicMin(error, code);
 }
 
 int grid_for(int64_t items, int64_t per_block) {
@@ -358,7 +408,8 @@ class DeviceSampler {
                         options.replace,
                         options.disjoint,
                         options.temporal_strategy == TemporalStrategy::kLast,
-                        options.rng_seed};
+                        options.rng_seed,
+                        nullptr};
   }
 
   DeviceSubgraph<index_t> run() {
@@ -375,7 +426,7 @@ class DeviceSampler {
     g_.tree_time = tree_time;
     seed_kernel<<<grid_for(num_seeds_, kThreads), kThreads, 0, stream_>>>(
         g_, seed_, num_seeds_, options_.seed_time, table_, node_.data, batch_.data, tree_time,
-        status_);
+        status_, nullptr, nullptr);
     IOGNN_CUDA_CHECK_LAUNCH("neighbor_sample seed_kernel");
 
     DeviceSubgraph<index_t> out;
@@ -389,7 +440,7 @@ class DeviceSampler {
       long long* offsets = allocate<long long>(bound + 1);
       long long* populations = allocate<long long>(bound + 1);
       sizes_kernel<<<grid_for(bound + 1, kWarpsPerBlock), kThreads, 0, stream_>>>(
-          g_, node_.data, batch_.data, first, bound, new_count, num_seeds_, k, counts,
+          g_, node_.data, batch_.data, first, bound, new_count, num_seeds_, nullptr, k, counts,
           populations, status_);
       IOGNN_CUDA_CHECK_LAUNCH("neighbor_sample sizes_kernel");
       exclusive_sum(counts, offsets, bound + 1);
@@ -409,18 +460,19 @@ class DeviceSampler {
       long long* new_rank = allocate<long long>(hop_edges + 1);
       if (count > 0 && hop_edges > 0) {
         draw_kernel<<<grid_for(count, kWarpsPerBlock), kThreads, 0, stream_>>>(
-            g_, node_.data, batch_.data, first, count, k, offsets, populations,
+            g_, node_.data, batch_.data, first, count, nullptr, k, offsets, populations,
             edge_.data + num_edges, col_.data + num_edges, table_, slot_of, status_);
         IOGNN_CUDA_CHECK_LAUNCH("neighbor_sample draw_kernel");
       }
       exclusive_sum(thrust::make_transform_iterator(
                         thrust::counting_iterator<int64_t>(0),
-                        FirstOccurrence{slot_of, table_.values, hop_edges}),
+                        FirstOccurrence{slot_of, table_.values, hop_edges, nullptr}),
                     new_rank, hop_edges + 1);
       if (hop_edges > 0) {
         assign_kernel<<<grid_for(hop_edges, kThreads), kThreads, 0, stream_>>>(
             g_, edge_.data + num_edges, col_.data + num_edges, row_.data + num_edges, hop_edges,
-            slot_of, new_rank, table_, num_local, node_.data, batch_.data, status_);
+            nullptr, nullptr, slot_of, new_rank, table_, num_local, node_.data, batch_.data,
+            status_);
         IOGNN_CUDA_CHECK_LAUNCH("neighbor_sample assign_kernel");
       }
       out.num_sampled_edges.push_back(hop_edges);
@@ -443,6 +495,86 @@ class DeviceSampler {
     out.batch = num_local ? batch_.data : nullptr;
     out.num_edges = num_edges;
     out.num_nodes = num_local;
+    return out;
+  }
+
+  // The padded sample (kernels/sampler_types.h): the hops above over their capacities, with no
+  // host wait; errors go to *error.
+  DeviceSubgraph<index_t> run_padded(const int64_t* device_rng_seed, unsigned long long* error) {
+    const std::vector<int64_t> caps = padded_hop_capacities(
+        names_.op, num_seeds_, fan_outs_, int64_t(std::numeric_limits<index_t>::max()));
+    int64_t edge_cap = 0;
+    for (const int64_t c : caps) edge_cap += c;
+    const int64_t node_cap = num_seeds_ + edge_cap, hops = int64_t(caps.size());
+    g_.device_rng_seed = device_rng_seed;
+    status_ = allocate<Status>(1);
+    IOGNN_CUDA_CHECK(cudaMemsetAsync(status_, 0xFF, sizeof(Status), stream_));
+    reserve(node_, 0, node_cap);
+    if (g_.disjoint) reserve(batch_, 0, node_cap);
+    for (Buffer<index_t>* b : {&edge_, &col_, &row_}) reserve(*b, 0, edge_cap);
+    for (Buffer<index_t>* b : {&node_, &batch_, &edge_, &col_, &row_})  // -1 where unused
+      if (b->data)
+        IOGNN_CUDA_CHECK(cudaMemsetAsync(b->data, 0xFF, size_t(b->capacity) * sizeof(index_t),
+                                         stream_));
+    make_table(node_cap);
+    int64_t* tree_time = nullptr;
+    if (g_.node_time || g_.edge_time) tree_time = allocate<int64_t>(num_seeds_);
+    g_.tree_time = tree_time;
+    Cursor* cursors = allocate<Cursor>(hops + 1);
+    long long* counts_out = allocate<long long>(2 * hops + 1);  // nodes per hop, then edges
+    seed_kernel<<<grid_for(num_seeds_, kThreads), kThreads, 0, stream_>>>(
+        g_, seed_, num_seeds_, options_.seed_time, table_, node_.data, batch_.data, tree_time,
+        status_, cursors, counts_out);
+    IOGNN_CUDA_CHECK_LAUNCH("neighbor_sample_padded seed_kernel");
+
+    int64_t base = 0, bound = num_seeds_;  // the hop's first edge slot; its frontier's capacity
+    for (int64_t h = 0; h < hops; ++h) {
+      const int64_t k = fan_outs_[size_t(h)], cap = caps[size_t(h)];
+      long long* counts = allocate<long long>(bound + 1);
+      long long* offsets = allocate<long long>(bound + 1);
+      long long* populations = allocate<long long>(bound + 1);
+      sizes_kernel<<<grid_for(bound + 1, kWarpsPerBlock), kThreads, 0, stream_>>>(
+          g_, node_.data, batch_.data, 0, bound, nullptr, 0, cursors + h, k, counts, populations,
+          status_);
+      IOGNN_CUDA_CHECK_LAUNCH("neighbor_sample_padded sizes_kernel");
+      exclusive_sum(counts, offsets, bound + 1);
+      const long long* hop_edges = offsets + bound;
+      long long* slot_of = allocate<long long>(cap);
+      long long* new_rank = allocate<long long>(cap + 1);
+      if (bound > 0 && cap > 0) {
+        draw_kernel<<<grid_for(bound, kWarpsPerBlock), kThreads, 0, stream_>>>(
+            g_, node_.data, batch_.data, 0, bound, cursors + h, k, offsets, populations,
+            edge_.data + base, col_.data + base, table_, slot_of, status_);
+        IOGNN_CUDA_CHECK_LAUNCH("neighbor_sample_padded draw_kernel");
+      }
+      exclusive_sum(thrust::make_transform_iterator(
+                        thrust::counting_iterator<int64_t>(0),
+                        FirstOccurrence{slot_of, table_.values, cap, hop_edges}),
+                    new_rank, cap + 1);
+      if (cap > 0) {
+        assign_kernel<<<grid_for(cap, kThreads), kThreads, 0, stream_>>>(
+            g_, edge_.data + base, col_.data + base, row_.data + base, cap, hop_edges,
+            cursors + h, slot_of, new_rank, table_, 0, node_.data, batch_.data, status_);
+        IOGNN_CUDA_CHECK_LAUNCH("neighbor_sample_padded assign_kernel");
+      }
+      advance_kernel<<<1, 1, 0, stream_>>>(cursors + h, hop_edges, new_rank + cap,
+                                           counts_out + h + 1, counts_out + hops + 1 + h);
+      IOGNN_CUDA_CHECK_LAUNCH("neighbor_sample_padded advance_kernel");
+      base += cap;
+      bound = cap;
+    }
+    fold_errors_kernel<<<1, 1, 0, stream_>>>(status_, error);
+    IOGNN_CUDA_CHECK_LAUNCH("neighbor_sample_padded fold_errors_kernel");
+
+    DeviceSubgraph<index_t> out;
+    out.row = row_.data;
+    out.col = col_.data;
+    out.edge = edge_.data;
+    out.node = node_.data;
+    out.batch = batch_.data;
+    out.num_edges = edge_cap;
+    out.num_nodes = node_cap;
+    out.device_counts = counts_out;
     return out;
   }
 
@@ -624,6 +756,23 @@ DeviceSubgraph<index_t> neighbor_sample(const SampleGraph<index_t>& graph,
   return DeviceSampler<index_t>(graph, num_neighbors, options, arena, stream).run();
 }
 
+template <typename index_t>
+DeviceSubgraph<index_t> neighbor_sample_padded(const SampleGraph<index_t>& graph,
+                                               const std::vector<int64_t>& num_neighbors,
+                                               const NeighborSampleOptions& options,
+                                               const int64_t* device_rng_seed,
+                                               unsigned long long* error, DeviceArena& arena,
+                                               cudaStream_t stream) {
+  const int64_t num_nodes = graph.num_nodes;
+  check_sample_num_nodes(num_nodes);
+  const CscNames names = graph_names(num_nodes);
+  check_sample_fan_outs(names.op, "num_neighbors", num_neighbors);
+  check_sample_temporal_options(options);
+  check_sample_key_space(names.op, num_nodes, options.disjoint ? graph.num_seeds : 1);
+  return DeviceSampler<index_t>(graph, num_neighbors, options, arena, stream)
+      .run_padded(device_rng_seed, error);
+}
+
 template DeviceSubgraph<int32_t> neighbor_sample<int32_t>(const SampleGraph<int32_t>&,
                                                           const std::vector<int64_t>&,
                                                           const NeighborSampleOptions&,
@@ -632,5 +781,12 @@ template DeviceSubgraph<int64_t> neighbor_sample<int64_t>(const SampleGraph<int6
                                                           const std::vector<int64_t>&,
                                                           const NeighborSampleOptions&,
                                                           DeviceArena&, cudaStream_t);
+#define IOGNN_INSTANTIATE_PADDED(index_t)                                                     \
+  template DeviceSubgraph<index_t> neighbor_sample_padded<index_t>(                           \
+      const SampleGraph<index_t>&, const std::vector<int64_t>&, const NeighborSampleOptions&, \
+      const int64_t*, unsigned long long*, DeviceArena&, cudaStream_t);
+IOGNN_INSTANTIATE_PADDED(int32_t)
+IOGNN_INSTANTIATE_PADDED(int64_t)
+#undef IOGNN_INSTANTIATE_PADDED
 
 }  // namespace iognn::cuda
