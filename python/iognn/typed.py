@@ -10,7 +10,7 @@ It validates the edge types, groups the edges by (destination, type) (the groups
   ``group -> dst``;
 - ``transform_dense``: edges ``src * R + type -> dst``;
 - ``transform_grouped``: edges ``pair -> dst`` over the P distinct (type, source) pairs, type-major;
-- ``featureless``: edges ``type * num_src + src -> dst`` (one-hot input features).
+- ``featureless``: edges ``type * F_in + src -> dst`` (one-hot input features over F_in columns).
 
 Building reads a few sizes on the host (a device sync on GPU inputs), once; a forward pass reads
 nothing back.
@@ -171,8 +171,9 @@ class TypedGraph:
         if name == "transform_grouped":
             pair_src, _, pair_of_edge, _ = self._pair_structure()
             return Graph(torch.stack([pair_of_edge, self.dst]), (pair_src.numel(), n_dst))
-        if name == "featureless":
-            return Graph(torch.stack([self.type * n_src + self.src, self.dst]), (R * n_src, n_dst))
+        if name.startswith("featureless"):  # featureless:F_in, one-hot rows of F_in columns
+            width = int(name.split(":")[1])
+            return Graph(torch.stack([self.type * width + self.src, self.dst]), (R * width, n_dst))
         raise ValueError(f"unknown graph {name!r}")
 
     def _mean_weights(self, graph_name: str, dtype: torch.dtype) -> Tensor:

@@ -128,6 +128,11 @@ def test_one_hot_features(case, with_bias, reduce):
     out = typed_propagate(tg, ids, weight7, reduce, bias)
     dense = torch.nn.functional.one_hot(ids, 7).double()
     torch.testing.assert_close(out, typed_propagate(tg, dense, weight7, reduce, bias))
+    # x=None over more columns than sources: x[j] = e_j.
+    wide = leaf(4, num_src + 3, 3, seed=12)
+    eye = torch.eye(num_src, num_src + 3, dtype=torch.float64)
+    torch.testing.assert_close(typed_propagate(tg, None, wide, reduce, bias),
+                               typed_propagate(tg, eye, wide, reduce, bias))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
@@ -224,4 +229,4 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="bias"):
         typed_propagate(tg, x, w, bias=torch.randn(2))
     with pytest.raises(ValueError, match="one-hot"):
-        typed_propagate(tg, None, w)
+        typed_propagate(tg, None, torch.randn(3, 2, 2))

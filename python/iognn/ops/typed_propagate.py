@@ -43,8 +43,8 @@ def typed_propagate(tg: TypedGraph, x: Optional[Tensor], weight: Tensor, reduce:
     Args:
         tg: an :class:`iognn.TypedGraph`.
         x: source features ``[num_src, F_in]`` (fp32 / fp64 / fp16 / bf16, any strides), or
-            one-hot features given by their positions: None (``x[j] = e_j``, so ``F_in =
-            num_src``) or a 1-D integer tensor ``[num_src]`` of positions in ``[0, F_in)``.
+            one-hot features given by their positions: None (``x[j] = e_j``, ``num_src <=
+            F_in``) or a 1-D integer tensor ``[num_src]`` of positions in ``[0, F_in)``.
         weight: ``[R, F_in, F_out]`` in the dtype of the features.
         reduce: ``'sum'`` or ``'mean'`` (within each (destination, type) group).
         bias: optional per-type message bias ``[R, F_out]``.
@@ -93,9 +93,10 @@ def _check_args(tg, x, weight, reduce, bias, strategy) -> None:
 
 def _check_x(tg, x, weight) -> None:
     if x is None:
-        if weight.size(1) != tg.num_src_nodes:
-            raise ValueError(f"x=None means one-hot features of the {tg.num_src_nodes} sources, "
-                             f"but weight has F_in={weight.size(1)}")
+        if weight.size(1) < tg.num_src_nodes:
+            raise ValueError(f"x=None means one-hot features x[j] = e_j of the "
+                             f"{tg.num_src_nodes} sources, but weight has only F_in="
+                             f"{weight.size(1)}")
         return
     if not isinstance(x, Tensor):
         raise TypeError(f"x must be a Tensor or None, got {type(x).__name__}")
@@ -183,13 +184,14 @@ def _transform_propagate(tg: TypedGraph, graph_name: str, rows: Tensor, reduce: 
 
 def _featureless(tg: TypedGraph, ids: Optional[Tensor], weight: Tensor, reduce: str,
                  bias: Optional[Tensor]) -> Tensor:
-    """One-hot features: the message of edge j -r-> i is the row ``weight[r, ids[j]]``."""
-    R, f_in, f_out = weight.shape
+    """One-hot features: the message of edge j -r-> i is the row ``weight[r, j]`` (ids None) or
+    ``weight[r, ids[j]]``, read in place from the weight's rows (ids: a gathered copy)."""
     table = weight if ids is None else weight.index_select(1, ids.long())
     if bias is not None:
         table = table + bias.unsqueeze(1)
-    rows = table.reshape(R * tg.num_src_nodes, f_out)
-    return _transform_propagate(tg, "featureless", rows, reduce)
+    R, f_in, f_out = table.shape
+    return _transform_propagate(tg, f"featureless:{f_in}", table.reshape(R * f_in, f_out),
+                                reduce)
 
 
 _STRATEGY_FUNCTIONS = {
