@@ -131,15 +131,14 @@ def _per_type_gemm(rows: Tensor, offsets: List[int], weight: Tensor,
                    bias_terms: Optional[Tensor]) -> Tensor:
     """``rows[a:b] @ weight[r]`` (+ ``bias_terms[a:b]``) for each type's row range, in one
     output. A type without rows launches nothing; with no rows at all, one empty product keeps
-    ``weight`` in the autograd graph (its gradient is then zeros, as for any unused type)."""
+    ``weight`` and the bias in the autograd graph (their gradients are then zeros, as for any
+    unused type)."""
+    ranges = [(r, offsets[r], offsets[r + 1]) for r in range(weight.size(0))
+              if offsets[r + 1] > offsets[r]] or [(0, 0, 0)]
     parts = []
-    for r in range(weight.size(0)):
-        a, b = offsets[r], offsets[r + 1]
-        if b > a:
-            part = rows[a:b] @ weight[r]
-            parts.append(part if bias_terms is None else (part + bias_terms[a:b]).to(part.dtype))
-    if not parts:
-        return rows[:0] @ weight[0]
+    for r, a, b in ranges:
+        part = rows[a:b] @ weight[r]
+        parts.append(part if bias_terms is None else (part + bias_terms[a:b]).to(part.dtype))
     return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
