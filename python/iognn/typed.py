@@ -202,13 +202,15 @@ class TypedGraph:
     def strategy(self, in_features: int, out_features: int) -> str:
         """The strategy ``typed_propagate`` takes for features of these widths.
 
-        Aggregate first when ``in_features <= out_features`` (the edge pass moves the narrower
-        rows), else transform first. Then dense (one GEMM over ``N * R`` rows) unless its
+        Aggregate first when ``in_features < out_features`` (the edge pass moves the narrower
+        rows), else transform first: at equal widths both do the same arithmetic, and the
+        transform-first intermediate is not kept for the backward (the aggregate-first one is:
+        the weight's gradient reads it). Then dense (one GEMM over ``N * R`` rows) unless its
         intermediate is larger than the grouped strategy's (U or P rows of both widths): at
         large R the ``N * R * F`` tensor is never formed when the E-sized one is smaller.
         """
         width = in_features + out_features
-        if in_features <= out_features:
+        if in_features < out_features:
             dense = self.num_dst_nodes * self.num_types * in_features
             return ("aggregate_dense" if dense <= self.num_groups * width
                     else "aggregate_grouped")

@@ -169,6 +169,7 @@ def test_strategy_choice():
     many = iognn.TypedGraph(edge_index, torch.randint(0, 128, (4000,), generator=g), 128)
     assert few.strategy(64, 128) == "aggregate_dense"
     assert few.strategy(128, 64) == "transform_dense"
+    assert few.strategy(128, 128) == "transform_dense"  # equal widths: nothing kept for backward
     # At R = 128 the N * R * F intermediate is 32x the edge count: grouped.
     assert many.strategy(64, 128) == "aggregate_grouped"
     assert many.strategy(128, 64) == "transform_grouped"
