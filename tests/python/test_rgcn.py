@@ -12,7 +12,7 @@ import torch_geometric.nn as pyg_nn
 import iognn
 import iognn.nn as inn
 
-from conftest import GRAPH_CASES
+from test_typed_propagate import typed_case
 
 LAYERS = ["RGCNConv", "FastRGCNConv"]
 DECOMPOSITIONS = {"none": {}, "bases": dict(num_bases=2), "blocks": dict(num_blocks=2)}
@@ -63,12 +63,8 @@ def assert_same(pyg, ours, x, edge_index, edge_type, pyg_edge_index=None, atol=1
             torch.testing.assert_close(g_got, g_want, atol=atol, rtol=1e-9)
 
 
-def typed_graph_case(name, num_types, seed=3):
-    edge_index, size = next((ei, s) for n, ei, s in GRAPH_CASES if n == name)
-    g = torch.Generator().manual_seed(seed)
-    edge_type = torch.randint(0, num_types, (edge_index.size(1),), generator=g)
-    num_src, num_dst = (size, size) if isinstance(size, int) else size
-    return edge_index, edge_type, num_src, num_dst
+def typed_graph_case(name, num_types):
+    return typed_case(name, num_types, seed=3)
 
 
 def features(num_nodes, width, seed=5):
@@ -99,9 +95,7 @@ def test_every_argument(layer, decomposition, aggr, root_weight, bias, num_types
 @pytest.mark.parametrize("decomposition", list(DECOMPOSITIONS))
 @pytest.mark.parametrize("layer", LAYERS)
 def test_graph_cases(layer, decomposition, case):
-    edge_index, edge_type, num_src, num_dst = typed_graph_case(case, 4)
-    if edge_index.dtype == torch.int32:
-        edge_type = edge_type.int()
+    edge_index, edge_type, num_src, num_dst = typed_graph_case(case, 4)  # int32 with int32
     bipartite = num_src != num_dst
     pyg, ours = make_pair(layer, (6, 2) if bipartite else 6, 4, 4,
                           **DECOMPOSITIONS[decomposition])

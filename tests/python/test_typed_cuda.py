@@ -8,20 +8,13 @@ import iognn
 import iognn.nn as inn
 from iognn.ops import typed_propagate
 from iognn.typed import STRATEGIES
-from conftest import GRAPH_CASES, tolerance
+from conftest import tolerance
+from test_typed_propagate import typed_case
 
 pytestmark = pytest.mark.cuda
 
 CASES = ["empty", "random", "random_int32", "isolated", "loops_duplicates", "supernode",
          "bipartite", "bipartite_wide", "strided"]
-
-
-def typed_case(name, num_types, seed=0):
-    edge_index, size = next((ei, s) for n, ei, s in GRAPH_CASES if n == name)
-    g = torch.Generator().manual_seed(seed)
-    edge_type = torch.randint(0, num_types, (edge_index.size(1),), generator=g)
-    num_src, num_dst = (size, size) if isinstance(size, int) else size
-    return edge_index, edge_type, num_src, num_dst
 
 
 def run(tg, x, weight, bias, reduce, strategy, grad):

@@ -36,17 +36,14 @@ def reference(edge_index, edge_type, num_dst, x, weight, reduce, bias=None):
     return torch.stack(rows) if rows else torch.zeros(0, f_out, dtype=weight.dtype)
 
 
-def sizes_of(size):
-    return (size, size) if isinstance(size, int) else size
-
-
 def typed_case(name, num_types, seed=0):
+    """(edge_index, edge_type, num_src, num_dst) of a conftest graph case with random types (in
+    the index dtype of the case)."""
     edge_index, size = next((ei, s) for n, ei, s in GRAPH_CASES if n == name)
     g = torch.Generator().manual_seed(seed)
     edge_type = torch.randint(0, num_types, (edge_index.size(1),), generator=g)
-    if edge_index.dtype == torch.int32:
-        edge_type = edge_type.int()
-    return edge_index, edge_type, size
+    num_src, num_dst = (size, size) if isinstance(size, int) else size
+    return edge_index, edge_type.to(edge_index.dtype), num_src, num_dst
 
 
 SMALL_CASES = ["empty", "no_nodes", "random", "random_int32", "isolated", "loops_duplicates",
@@ -80,9 +77,8 @@ def check_against_reference(tg, edge_index, edge_type, x, weight, reduce, bias, 
 @pytest.mark.parametrize("num_types", [1, 4, 16])
 @pytest.mark.parametrize("case", SMALL_CASES)
 def test_matches_reference(case, num_types, with_bias, reduce, strategy):
-    edge_index, edge_type, size = typed_case(case, num_types)
-    num_src, _ = sizes_of(size)
-    tg = iognn.TypedGraph(edge_index, edge_type, num_types, size)
+    edge_index, edge_type, num_src, num_dst = typed_case(case, num_types)
+    tg = iognn.TypedGraph(edge_index, edge_type, num_types, (num_src, num_dst))
     x = leaf(num_src, 5, seed=1)
     weight = leaf(num_types, 5, 3, seed=2)
     bias = leaf(num_types, 3, seed=3) if with_bias else None
@@ -92,7 +88,7 @@ def test_matches_reference(case, num_types, with_bias, reduce, strategy):
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("reduce", ["sum", "mean"])
 def test_supernode_and_wide_features(strategy, reduce):
-    edge_index, edge_type, size = typed_case("supernode", 4)
+    edge_index, edge_type, size, _ = typed_case("supernode", 4)
     tg = iognn.TypedGraph(edge_index, edge_type, 4, size)
     x, weight = leaf(size, 6, seed=4), leaf(4, 6, 9, seed=5)
     out = typed_propagate(tg, x, weight, reduce, strategy=strategy)
@@ -101,7 +97,7 @@ def test_supernode_and_wide_features(strategy, reduce):
 
 
 def test_type_without_edges_and_noncontiguous_inputs():
-    edge_index, edge_type, size = typed_case("random", 4)
+    edge_index, edge_type, size, _ = typed_case("random", 4)
     edge_type = torch.where(edge_type == 2, torch.zeros_like(edge_type), edge_type)
     tg = iognn.TypedGraph(edge_index, edge_type, 4, size)
     x = leaf(5, size, seed=6).t()  # [N, 5], column-major
@@ -115,9 +111,8 @@ def test_type_without_edges_and_noncontiguous_inputs():
 @pytest.mark.parametrize("with_bias", [False, True])
 @pytest.mark.parametrize("case", ["random", "bipartite", "empty", "loops_duplicates"])
 def test_one_hot_features(case, with_bias, reduce):
-    edge_index, edge_type, size = typed_case(case, 4)
-    num_src, _ = sizes_of(size)
-    tg = iognn.TypedGraph(edge_index, edge_type, 4, size)
+    edge_index, edge_type, num_src, num_dst = typed_case(case, 4)
+    tg = iognn.TypedGraph(edge_index, edge_type, 4, (num_src, num_dst))
     weight = leaf(4, num_src, 3, seed=8)
     bias = leaf(4, 3, seed=9) if with_bias else None
     check_against_reference(tg, edge_index, edge_type, None, weight, reduce, bias, "auto")
@@ -138,7 +133,7 @@ def test_one_hot_features(case, with_bias, reduce):
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("reduce", ["sum", "mean"])
 def test_low_precision(dtype, strategy, reduce):
-    edge_index, edge_type, size = typed_case("random", 4)
+    edge_index, edge_type, size, _ = typed_case("random", 4)
     tg = iognn.TypedGraph(edge_index, edge_type, 4, size)
     x, weight, bias = leaf(size, 8, seed=12), leaf(4, 8, 8, seed=13), leaf(4, 8, seed=14)
     ref = reference(edge_index, edge_type, size, x, weight, reduce, bias)
@@ -180,7 +175,7 @@ def test_strategy_choice():
 
 
 def test_deterministic():
-    edge_index, edge_type, size = typed_case("supernode", 4)
+    edge_index, edge_type, size, _ = typed_case("supernode", 4)
     tg = iognn.TypedGraph(edge_index, edge_type, 4, size)
     x = torch.randn(size, 16)
     for strategy in STRATEGIES:
