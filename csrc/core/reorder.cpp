@@ -14,6 +14,9 @@ namespace {
 // Graphs handed to one OpenMP task: batches hold many small graphs, so one graph per task would
 // spend more on scheduling than on ordering.
 constexpr int64_t kGraphsPerTask = 16;
+// Adjacency rows sorted per OpenMP task: below a few tasks' worth the threads cost more than the
+// sorting.
+constexpr int64_t kRowsPerTask = 1 << 14;
 
 // The batch's graph offsets, checked; {0, num_nodes} when there is no graph_ptr.
 std::vector<int64_t> checked_graph_ptr(const int64_t* graph_ptr, int64_t num_graphs,
@@ -69,14 +72,14 @@ class UndirectedAdjacency {
       neighbours_[size_t(cursor[v]++)] = index_t(u);
     }
     // Duplicates (repeated edges, or u -> v next to v -> u) collapse; degree_ is the distinct count.
-    parallel_for(0, num_nodes, 1024, [&](int64_t lo, int64_t hi) {
+    parallel_for(0, num_nodes, kRowsPerTask, [&](int64_t lo, int64_t hi) {
       for (int64_t v = lo; v < hi; ++v) {
         index_t* first = neighbours_.data() + begin_[v];
         std::sort(first, neighbours_.data() + begin_[v + 1]);
         degree_[size_t(v)] = index_t(std::unique(first, neighbours_.data() + begin_[v + 1]) - first);
       }
     });
-    parallel_for(0, num_nodes, 1024, [&](int64_t lo, int64_t hi) {
+    parallel_for(0, num_nodes, kRowsPerTask, [&](int64_t lo, int64_t hi) {
       for (int64_t v = lo; v < hi; ++v)
         std::sort(neighbours_.data() + begin_[v], neighbours_.data() + begin_[v] + degree_[size_t(v)],
                   [this](index_t a, index_t b) { return precedes(a, b); });

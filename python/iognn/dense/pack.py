@@ -280,7 +280,8 @@ def pack_supergraphs(batch, num_edge_types: int, size: int, block: int, *,
             + src_slot % block) * P + types[dense_edge]
     tiles = torch.zeros(num_super * K * 3 * block * block * P, dtype=dtype)
     tiles.index_put_((flat,), torch.ones(flat.numel(), dtype=dtype), accumulate=True)
-    num_tile_nonzeros = int(flat.unique().numel())
+    ordered = flat.sort().values
+    num_tile_nonzeros = int((ordered.diff() != 0).sum()) + 1 if flat.numel() else 0
 
     in_type_counts = torch.zeros(num_nodes * P, dtype=dtype)
     in_type_counts.index_put_((dst * P + types,), torch.ones(dst.numel(), dtype=dtype),
