@@ -288,9 +288,10 @@ def test_single_node_and_edgeless_graphs():
     ei, et, ptr = typed_batch([("empty", 1), ("empty", 0), ("tree", 1), ("empty", 2),
                                ("tree", 3)], 2, gen, loops_and_duplicates=False)
     packed = pack_supergraphs((ei, et, ptr), 2, size=4, block=2)
-    h, w, b = torch.randn(7, 3), torch.randn(2, 3, 2), torch.randn(2, 2)
+    h, w, b = (torch.randn(7, 3, dtype=torch.float64), torch.randn(2, 3, 2, dtype=torch.float64),
+               torch.randn(2, 2, dtype=torch.float64))
     out = dense_typed_propagate(packed, h, w, b)
-    torch.testing.assert_close(out.double(), reference(ei, et, h, w, b))
+    torch.testing.assert_close(out, reference(ei, et, h, w, b))
     assert bool((out[:4] == 0).all())  # nodes without in-edges get nothing, bias included
     assert packed.graph_super[1] == -1  # a graph without nodes takes no place
 
