@@ -218,7 +218,8 @@ def pack_supergraphs(batch, num_edge_types: int, size: int, block: int, *,
         block: b, nodes per tile; graphs whose bandwidth after RCM exceeds b go to the remainder.
         num_super: pad the supergraph count to this many (fixed shapes across batches, e.g. for
             CUDA graph capture); a batch that needs more raises ValueError. Default: as needed.
-        dtype: dtype of ``tiles`` and ``in_type_counts`` (counts are exact integers in it).
+        dtype: dtype of ``tiles`` and ``in_type_counts`` (counts are exact integers up to 2**24
+            in fp32, 2048 in fp16, 256 in bf16).
     Returns:
         A :class:`PackedSupergraphs` on the device of ``edge_index`` (the packing itself runs on
         the host).
@@ -233,18 +234,51 @@ def pack_supergraphs(batch, num_edge_types: int, size: int, block: int, *,
     edge_index, edge_type, ptr = _batch_parts(batch, num_edge_types)
     device = edge_index.device
     ei, types, ptr = edge_index.cpu().long(), edge_type.cpu().long(), ptr.cpu().long()
-    num_nodes, num_graphs = int(ptr[-1]), ptr.numel() - 1
-    P, K = num_edge_types, size // block
+    num_nodes = int(ptr[-1])
 
     perm = reorder.rcm(ei, num_nodes, ptr)  # also checks ptr and that edges stay in their graph
     bandwidth = reorder.graph_bandwidths(ei, num_nodes, ptr, perm)
     graph_sizes = ptr.diff()
     dense_graph = (graph_sizes <= size) & (bandwidth <= block)
+    graph_super, node_slot, num_super = _place(perm, ptr, dense_graph, size, num_super)
 
+    dense_node = node_slot >= 0
+    slot_node = torch.full((num_super * size,), -1, dtype=torch.int64)
+    slot_node[node_slot[dense_node]] = torch.arange(num_nodes)[dense_node]
+    remainder_nodes = (~dense_node).nonzero().view(-1)
+    remainder_local = torch.full((num_nodes,), -1, dtype=torch.int64)
+    remainder_local[remainder_nodes] = torch.arange(remainder_nodes.numel())
+
+    dense_edge = dense_node[ei[1]]  # both endpoints are in one graph, so on one path
+    tiles, num_tile_nonzeros = _tiles(node_slot, ei[:, dense_edge], types[dense_edge], num_super,
+                                      size, block, num_edge_types, dtype)
+    in_type_counts = torch.zeros(num_nodes * num_edge_types, dtype=dtype)
+    in_type_counts.index_put_((ei[1] * num_edge_types + types,),
+                              torch.ones(ei.size(1), dtype=dtype), accumulate=True)
+    remainder_edge_ids = (~dense_edge).nonzero().view(-1)
+    remainder = remainder_local[ei[:, remainder_edge_ids]]
+    remainder_graph = Graph(torch.stack([remainder[0] * num_edge_types + types[remainder_edge_ids],
+                                         remainder[1]]),
+                            (remainder_nodes.numel() * num_edge_types, remainder_nodes.numel()))
+
+    packed = PackedSupergraphs(
+        size=size, block=block, num_edge_types=num_edge_types, num_nodes=num_nodes, tiles=tiles,
+        node_slot=node_slot, slot_node=slot_node,
+        output_row=torch.where(dense_node, node_slot, num_super * size + remainder_local),
+        remainder_nodes=remainder_nodes, remainder_graph=remainder_graph,
+        in_type_counts=in_type_counts.view(num_nodes, num_edge_types),
+        dense_edge_ids=dense_edge.nonzero().view(-1), remainder_edge_ids=remainder_edge_ids,
+        graph_super=graph_super, graph_bandwidth=bandwidth, num_tile_nonzeros=num_tile_nonzeros)
+    return packed if device.type == "cpu" else packed.to(device)
+
+
+def _place(perm: Tensor, ptr: Tensor, dense_graph: Tensor, size: int, num_super):
+    """(graph_super [G], node_slot [N], num_super): the packed graphs placed by next fit, each
+    graph's nodes in RCM order from its first slot; remainder nodes get slot -1."""
+    num_graphs, graph_sizes = ptr.numel() - 1, ptr.diff()
     supers, offsets, used = _next_fit(graph_sizes[dense_graph].tolist(), size)
-    if num_super is None:
-        num_super = used
-    elif _as_count(num_super) < used:
+    num_super = used if num_super is None else _as_count(num_super)
+    if num_super < used:
         raise ValueError(f"num_super = {num_super} supergraphs are too few: this batch needs "
                          f"{used} of size {size}")
     graph_super = torch.full((num_graphs,), -1, dtype=torch.int64)
@@ -252,51 +286,25 @@ def pack_supergraphs(batch, num_edge_types: int, size: int, block: int, *,
     graph_start = torch.zeros(num_graphs, dtype=torch.int64)
     graph_start[dense_graph] = torch.tensor(offsets, dtype=torch.int64)
     graph_start += graph_super.clamp(min=0) * size
-
-    # Slots: a packed graph's nodes in RCM order from its start slot.
     node_graph = torch.repeat_interleave(torch.arange(num_graphs), graph_sizes)
     rank_in_graph = reorder.inverse_permutation(perm) - ptr[node_graph]
-    dense_node = dense_graph[node_graph]
-    node_slot = torch.where(dense_node, graph_start[node_graph] + rank_in_graph, -1)
-    slot_node = torch.full((num_super * size,), -1, dtype=torch.int64)
-    slot_node[node_slot[dense_node]] = torch.arange(num_nodes)[dense_node]
+    node_slot = torch.where(dense_graph[node_graph], graph_start[node_graph] + rank_in_graph, -1)
+    return graph_super, node_slot, num_super
 
-    remainder_nodes = (~dense_node).nonzero().view(-1)
-    remainder_local = torch.full((num_nodes,), -1, dtype=torch.int64)
-    remainder_local[remainder_nodes] = torch.arange(remainder_nodes.numel())
-    output_row = torch.where(dense_node, node_slot, num_super * size + remainder_local)
 
-    src, dst = ei[0], ei[1]
-    dense_edge = dense_node[dst]
-    dense_edge_ids = dense_edge.nonzero().view(-1)
-    remainder_edge_ids = (~dense_edge).nonzero().view(-1)
-
-    # Tiles: global block of each endpoint (a supergraph is K consecutive blocks).
-    src_slot, dst_slot = node_slot[src[dense_edge]], node_slot[dst[dense_edge]]
+def _tiles(node_slot: Tensor, edge_index: Tensor, types: Tensor, num_super: int, size: int,
+           block: int, num_types: int, dtype: torch.dtype):
+    """(tiles [Q, K, 3, b, b, P], distinct nonzeros) of the packed edges. A supergraph is K
+    consecutive blocks of the slot range, so an edge's diagonal is the difference of the global
+    blocks of its endpoints."""
+    src_slot, dst_slot = node_slot[edge_index[0]], node_slot[edge_index[1]]
     diagonal = src_slot // block - dst_slot // block + 1
     if diagonal.numel() and not bool(((diagonal >= 0) & (diagonal <= 2)).all()):
         raise RuntimeError("pack_supergraphs: an edge of a packed graph spans more than one block")
     flat = (((dst_slot // block * 3 + diagonal) * block + dst_slot % block) * block
-            + src_slot % block) * P + types[dense_edge]
-    tiles = torch.zeros(num_super * K * 3 * block * block * P, dtype=dtype)
-    tiles.index_put_((flat,), torch.ones(flat.numel(), dtype=dtype), accumulate=True)
-    ordered = flat.sort().values
-    num_tile_nonzeros = int((ordered.diff() != 0).sum()) + 1 if flat.numel() else 0
-
-    in_type_counts = torch.zeros(num_nodes * P, dtype=dtype)
-    in_type_counts.index_put_((dst * P + types,), torch.ones(dst.numel(), dtype=dtype),
-                              accumulate=True)
-
-    rem_src, rem_dst = src[remainder_edge_ids], dst[remainder_edge_ids]
-    remainder_graph = Graph(torch.stack([remainder_local[rem_src] * P + types[remainder_edge_ids],
-                                         remainder_local[rem_dst]]),
-                            (remainder_nodes.numel() * P, remainder_nodes.numel()))
-
-    packed = PackedSupergraphs(
-        size=size, block=block, num_edge_types=P, num_nodes=num_nodes,
-        tiles=tiles.view(num_super, K, 3, block, block, P), node_slot=node_slot,
-        slot_node=slot_node, output_row=output_row, remainder_nodes=remainder_nodes,
-        remainder_graph=remainder_graph, in_type_counts=in_type_counts.view(num_nodes, P),
-        dense_edge_ids=dense_edge_ids, remainder_edge_ids=remainder_edge_ids,
-        graph_super=graph_super, graph_bandwidth=bandwidth, num_tile_nonzeros=num_tile_nonzeros)
-    return packed if device.type == "cpu" else packed.to(device)
+            + src_slot % block) * num_types + types
+    shape = (num_super, size // block, 3, block, block, num_types)
+    tiles = torch.zeros(shape, dtype=dtype)
+    tiles.view(-1).index_put_((flat,), torch.ones(flat.numel(), dtype=dtype), accumulate=True)
+    nonzeros = int((flat.sort().values.diff() != 0).sum()) + 1 if flat.numel() else 0
+    return tiles, nonzeros
