@@ -9,13 +9,12 @@ from .aggr import (Aggregation, DegreeScalerAggregation, MaxAggregation, MeanAgg
                    MinAggregation, MultiAggregation, StdAggregation, SumAggregation,
                    VarAggregation)
 from ._graph import forget_graphs
-from .conv import (GATConv, GATv2Conv, GCNConv, GINConv, GINEConv, GraphConv, PNAConv, SAGEConv,
-                   TransformerConv)
-from .conv import FastRGCNConv, RGCNConv
+from .conv import (FastRGCNConv, GATConv, GATv2Conv, GatedGraphConv, GCNConv, GINConv, GINEConv,
+                   GraphConv, PNAConv, RGCNConv, SAGEConv, TransformerConv)
 from .linear import Linear
 
 __all__ = ["Linear", "GCNConv", "SAGEConv", "GINConv", "GINEConv", "GraphConv", "GATConv",
-           "GATv2Conv", "TransformerConv", "PNAConv", "aggr", "Aggregation", "SumAggregation",
-           "MeanAggregation", "MinAggregation", "MaxAggregation", "VarAggregation",
-           "StdAggregation", "MultiAggregation", "DegreeScalerAggregation", "forget_graphs"]
-__all__ += ["RGCNConv", "FastRGCNConv"]
+           "GATv2Conv", "TransformerConv", "PNAConv", "GatedGraphConv", "RGCNConv", "FastRGCNConv",
+           "aggr", "Aggregation", "SumAggregation", "MeanAggregation", "MinAggregation",
+           "MaxAggregation", "VarAggregation", "StdAggregation", "MultiAggregation",
+           "DegreeScalerAggregation", "forget_graphs"]

@@ -9,6 +9,7 @@ raises ``NotImplementedError``; the layers cannot be compiled with ``torch.jit.s
 ``jittable()``, ``_alpha``, explain mode) does not exist. Each class's docstring lists its own.
 """
 from .gat_conv import GATConv
+from .gated_graph_conv import GatedGraphConv
 from .gatv2_conv import GATv2Conv
 from .gcn_conv import GCNConv
 from .gin_conv import GINConv, GINEConv
@@ -19,5 +20,4 @@ from .sage_conv import SAGEConv
 from .transformer_conv import TransformerConv
 
 __all__ = ["GCNConv", "SAGEConv", "GINConv", "GINEConv", "GraphConv", "GATConv", "GATv2Conv",
-           "TransformerConv", "PNAConv"]
-__all__ += ["RGCNConv", "FastRGCNConv"]
+           "TransformerConv", "PNAConv", "GatedGraphConv", "RGCNConv", "FastRGCNConv"]
