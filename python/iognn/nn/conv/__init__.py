@@ -18,6 +18,8 @@ from .pna_conv import PNAConv
 from .rgcn_conv import FastRGCNConv, RGCNConv
 from .sage_conv import SAGEConv
 from .transformer_conv import TransformerConv
+from .typed_gated_graph_conv import TypedGatedGraphConv
 
 __all__ = ["GCNConv", "SAGEConv", "GINConv", "GINEConv", "GraphConv", "GATConv", "GATv2Conv",
-           "TransformerConv", "PNAConv", "GatedGraphConv", "RGCNConv", "FastRGCNConv"]
+           "TransformerConv", "PNAConv", "GatedGraphConv", "TypedGatedGraphConv", "RGCNConv",
+           "FastRGCNConv"]

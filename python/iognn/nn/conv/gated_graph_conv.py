@@ -26,6 +26,23 @@ from ._common import (MessagePassingArgs, MessagePassingModule, aggregate_weight
                       check_edge_values, check_float_features)
 
 
+def initial_state(layer: str, x: Tensor, channels: int) -> Tensor:
+    """``x`` padded with zero columns to ``channels``: a gated layer's first hidden state (PyG's
+    check and message for wider input first)."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{layer}: x must be a Tensor, got {type(x).__name__}")
+    check_float_features(layer, x)
+    if x.size(-1) > channels:
+        raise ValueError("The number of input channels is not allowed to be larger than the "
+                         "number of output channels")
+    if x.dim() != 2:
+        raise ValueError(f"{layer}: x must be 2-D [num_nodes, channels], got shape "
+                         f"{list(x.shape)}")
+    if x.size(-1) < channels:
+        x = torch.cat([x, x.new_zeros(x.size(0), channels - x.size(-1))], dim=1)
+    return x
+
+
 @shared_doc
 class GatedGraphConv(MessagePassingModule):
     r"""The gated graph convolution operator, replacing ``torch_geometric.nn.GatedGraphConv``
@@ -87,7 +104,7 @@ class GatedGraphConv(MessagePassingModule):
         self.rnn.reset_parameters()
 
     def forward(self, x: Tensor, edge_index, edge_weight: Optional[Tensor] = None) -> Tensor:
-        h = self._initial_state(x)
+        h = initial_state("GatedGraphConv", x, self.out_channels)
         num_src, num_dst = self._split_sized(h, edge_index, None)[2:]
         adj = weighted_adjacency("GatedGraphConv", edge_index, num_src, num_dst,
                                  coalesce=self.fuse, use_values=True)
@@ -114,21 +131,6 @@ class GatedGraphConv(MessagePassingModule):
                 w_ih = rnn.weight_ih
             h = torch.gru_cell(m, h, w_ih, rnn.weight_hh, rnn.bias_ih, rnn.bias_hh)
         return h
-
-    def _initial_state(self, x: Tensor) -> Tensor:
-        """``x`` padded with zero columns to ``out_channels`` (PyG's check and message first)."""
-        if not isinstance(x, Tensor):
-            raise TypeError(f"GatedGraphConv: x must be a Tensor, got {type(x).__name__}")
-        check_float_features("GatedGraphConv", x)
-        if x.size(-1) > self.out_channels:
-            raise ValueError("The number of input channels is not allowed to be larger than the "
-                             "number of output channels")
-        if x.dim() != 2:
-            raise ValueError(f"GatedGraphConv: x must be 2-D [num_nodes, channels], got shape "
-                             f"{list(x.shape)}")
-        if x.size(-1) < self.out_channels:
-            x = torch.cat([x, x.new_zeros(x.size(0), self.out_channels - x.size(-1))], dim=1)
-        return x
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}({self.out_channels}, num_layers={self.num_layers})"
