@@ -40,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "'workloads': whole training steps, layers, per-batch graphs and op rows on "
                    "small and mid-size graphs, wall time with the host included")
     p.add_argument("--parts", type=_csv, help="workloads suite: parts to run out of "
-                   "steps,layers,batches,ops,minibatch (default: all)")
+                   "steps,layers,batches,ops,minibatch,ggnn (default: all)")
     p.add_argument("--minibatch-graphs", type=_csv, help="workloads suite, minibatch part: "
                    "graphs (default: synthetic-products,amazon_computers)")
     p.add_argument("--minibatch-scale", type=float, help="workloads suite, minibatch part: "

@@ -22,6 +22,9 @@ kernel time and the number of launches of the same step (torch.profiler). Parts:
   second of the neighbour sampler, ``iognn.Graph`` of a sampled batch, and a whole epoch of a
   3-layer SAGE through the loader, iognn against PyG's layers on the same batches (see
   :mod:`iognn.bench.minibatch`; wall times only).
+- ``ggnn``: GatedGraphConv and the typed GGNN (8 steps, hidden 128, 40 edge types) forward +
+  backward on a batch of synthetic program graphs, iognn against PyG, with peak memory (see
+  :mod:`iognn.bench.ggnn`; wall times only).
 
 Timing: ``warmup`` untimed steps (compilation and captures happen there), then ``rounds`` rounds
 of ``steps`` steps between two host clock reads, the device synchronised before each read; the
@@ -50,7 +53,7 @@ OP_GRAPHS = ["tolokers", "amazon_computers", "coauthor_physics", "twitch_DE", "r
 MODELS = ("gcn", "sage", "gat")
 COMPILE_MODELS = ("gin",)  # PyG's compile benchmark also trains GIN: on the --compile-graphs only
 LAYERS = ("GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "TransformerConv")
-PARTS = ("steps", "layers", "batches", "ops", "minibatch")
+PARTS = ("steps", "layers", "batches", "ops", "minibatch", "ggnn")
 HIDDEN, HEADS = 64, 8
 BLOCK = dict(num_dst=16384, fanout=15, num_src=200000, feat=128)
 LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
@@ -428,6 +431,9 @@ def run_workloads(cfg: WorkloadsConfig, log=print) -> List[Row]:
     if "minibatch" in cfg.parts:  # wall times only, taken before any profiling
         from .minibatch import minibatch_rows
         rows += minibatch_rows(cfg, device, log)
+    if "ggnn" in cfg.parts:
+        from .ggnn import ggnn_rows
+        rows += ggnn_rows(cfg, device, log)
     for row, step in steps:  # 2. kernel times and launches, once no wall time is left to take
         try:
             row.__dict__.update(kernel_time(step, device, cfg.steps))
