@@ -31,7 +31,7 @@ import pickle
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Callable, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -201,16 +201,23 @@ DATASETS = ("synthetic",) + tuple(_REAL)
 def find_dataset(name: str, root: Optional[PathLike] = None) -> Path:
     """The folder holding ``name``'s files; FileNotFoundError naming every folder tried."""
     spec = _REAL[name]
+    return find_folder(name, spec.folder, spec.files, root)
+
+
+def find_folder(name: str, folder_name: str, files: Sequence[str],
+                root: Optional[PathLike] = None) -> Path:
+    """The first ``<data root>/<folder_name>`` holding every one of ``files``; FileNotFoundError
+    naming dataset ``name`` and every folder tried."""
     tried = []
     for base in candidate_roots(root):
-        folder = base / spec.folder
-        if all((folder / f).is_file() for f in spec.files):
+        folder = base / folder_name
+        if all((folder / f).is_file() for f in files):
             return folder
         tried.append(str(folder))
     raise FileNotFoundError(
-        f"dataset '{name}' not found: expected {', '.join(spec.files)} in "
+        f"dataset '{name}' not found: expected {', '.join(files)} in "
         f"{' or '.join(tried)}. Pass --data-dir (root=) or set IOGNN_DATA to the folder that "
-        f"holds '{spec.folder}/'.")
+        f"holds '{folder_name}/'.")
 
 
 # ---- splits and the synthetic graph --------------------------------------------------------------

@@ -5,7 +5,8 @@ model starts from the PyG model's initial weights (``load_state_dict``), both tr
 seed and Adam settings, and a table compares test accuracy (at the best validation epoch), time per
 training step and peak memory. On CUDA the iognn model trains twice: eagerly and with its training
 step captured in a CUDA graph (``iognn.CapturedStep``; ``--no-capture`` leaves that row out).
-``--loader neighbor`` trains on sampled mini-batches instead (:mod:`iognn.minibatch`).
+``--loader neighbor`` trains on sampled mini-batches instead (:mod:`iognn.minibatch`);
+``--task graph`` classifies whole graphs (:mod:`iognn.graph_task`).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ CONV_CLASSES = {"gcn": "GCNConv", "sage": "SAGEConv", "gin": "GINConv", "gat": "
                 "gatv2": "GATv2Conv", "transformer": "TransformerConv"}
 MODELS = tuple(CONV_CLASSES)
 MINIBATCH_MODELS = ("sage", "gat", "gcn")
+GRAPH_MODELS = ("gin", "gcn", "ggnn")  # --task graph (iognn.graph_task)
 TIME_METRIC = "training step (forward + backward + Adam), mean over all epochs after a warm-up step"
 CAPTURED = "iognn captured"
 
@@ -100,14 +102,17 @@ def iognn_runs_on_cuda(model: str, heads: int) -> bool:
     return True
 
 
-def pick_device(requested: str, model: str, heads: int) -> torch.device:
+def pick_device(requested: str, model: str, heads: int,
+                runs_on_cuda: Optional[Callable[[str, int], bool]] = None) -> torch.device:
+    """``requested`` (auto / cpu / cuda) as a device; ``runs_on_cuda(model, heads)`` says whether
+    iognn has CUDA kernels for the model (default: :func:`iognn_runs_on_cuda`)."""
     if requested == "cpu":
         return torch.device("cpu")
     if not torch.cuda.is_available():
         if requested == "cuda":
             raise SystemExit("iognn train: --device cuda requested but no CUDA device is available")
         return torch.device("cpu")
-    if iognn_runs_on_cuda(model, heads):
+    if (runs_on_cuda or iognn_runs_on_cuda)(model, heads):
         return torch.device("cuda")
     if requested == "cuda":
         raise SystemExit(f"iognn train: --device cuda requested but this iognn build has no CUDA "
@@ -307,6 +312,9 @@ def report_config(args) -> dict:
 
 
 def format_table(report: dict) -> str:
+    if report["config"].get("task") == "graph":
+        from .graph_task import format_table as graph_table
+        return graph_table(report)
     if report["config"].get("loader") == "neighbor":
         from .minibatch import format_table as minibatch_table
         return minibatch_table(report)
@@ -333,16 +341,25 @@ def text_table(header: Sequence[str], rows: List[Sequence[str]], notes: List[str
 # ---- command line --------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from .datasets import DATASETS
-    parser.add_argument("--model", choices=MODELS, default="gcn", help="layer type")
-    parser.add_argument("--dataset", type=dataset_name, default="synthetic",
-                        metavar="{" + ",".join(DATASETS + ("synthetic-products[:scale]",)) + "}",
-                        help="'synthetic' and 'synthetic-products[:scale]' (ogbn-products' size "
-                             "times scale, generated once and cached) need no files")
+    from .graph_datasets import GRAPH_DATASETS
+    parser.add_argument("--task", choices=("node", "graph"), default="node",
+                        help="node: node classification on one graph; graph: classification of "
+                             "whole graphs (models " + ", ".join(GRAPH_MODELS) + ")")
+    parser.add_argument("--model", choices=tuple(dict.fromkeys(MODELS + GRAPH_MODELS)),
+                        default=None, help="layer type (default: gcn; gin with --task graph)")
+    parser.add_argument("--dataset", type=dataset_name, default=None,
+                        metavar="{" + ",".join(DATASETS + ("synthetic-products[:scale]",)
+                                               + GRAPH_DATASETS) + "}",
+                        help="default: synthetic (synthetic-graphs with --task graph); "
+                             "'synthetic', 'synthetic-products[:scale]' (ogbn-products' size "
+                             "times scale, generated once and cached) and 'synthetic-graphs' "
+                             "need no files; tu_* and reddit10k are graph datasets")
     parser.add_argument("--data-dir", default=None,
                         help="folder of the real datasets (when not given: $IOGNN_DATA, else "
                              "../shared/data beside the checkout)")
     parser.add_argument("--epochs", type=int, default=None,
-                        help="training epochs (default: 100 full-batch, 3 with --loader neighbor)")
+                        help="training epochs (default: 100 full-batch and with --task graph, 3 with "
+                             "--loader neighbor)")
     parser.add_argument("--hidden", type=int, default=64,
                         help="hidden width (attention models: split over the heads)")
     parser.add_argument("--heads", type=int, default=8, help="attention heads of the first layer")
@@ -371,8 +388,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     batches.add_argument("--num-neighbors", type=fanouts, default=[15, 10, 5], metavar="K1,K2,..",
                          help="fan-out per hop (-1: every neighbour); the number of hops is the "
                               "number of layers")
-    batches.add_argument("--batch-size", type=positive_int, default=1024,
-                         help="seed nodes per batch")
+    batches.add_argument("--batch-size", type=positive_int, default=None,
+                         help="seed nodes per batch (default: 1024); with --task graph, graphs "
+                              "per batch (default: 128)")
     batches.add_argument("--graph-device", choices=("auto", "cpu", "cuda"), default="auto",
                          help="where the graph and features live and are sampled; auto: the "
                               "model's GPU when it samples there and the graph fits, else the host")
@@ -387,22 +405,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     batches.add_argument("--eval-test-nodes", type=non_negative_int, default=100_000,
                          help="test nodes evaluated after each epoch, a fixed random subset "
                               "(0: all)")
+    graph = parser.add_argument_group("graph-level training (--task graph; --batch-size graphs "
+                                      "per batch)")
+    graph.add_argument("--num-layers", type=positive_int, default=5,
+                       help="GIN / GCN layers; GGNN propagation steps")
+    graph.add_argument("--graph-loader", choices=("iognn", "pyg"), default="iognn",
+                       help="batches of the iognn model: iognn's GraphBatcher (gathered on the "
+                            "device) or PyG's DataLoader (the PyG model always uses PyG's)")
     parser.set_defaults(usage_error=parser.error)
 
 
 def dataset_name(text: str) -> str:
-    """An argparse type: a name of :data:`iognn.datasets.DATASETS` or
-    ``synthetic-products:<scale>``."""
+    """An argparse type: a name of :data:`iognn.datasets.DATASETS`, of
+    :data:`iognn.graph_datasets.GRAPH_DATASETS` or ``synthetic-products:<scale>``."""
     from .datasets import DATASETS
+    from .graph_datasets import GRAPH_DATASETS, is_graph_dataset
     from .synthetic_products import parse_spec
     try:
         if parse_spec(text) is not None:
             return text
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
-    if text.lower().replace("-", "_") not in DATASETS:
+    if text.lower().replace("-", "_") not in DATASETS and not is_graph_dataset(text):
         raise argparse.ArgumentTypeError(f"unknown dataset {text!r}; choose one of "
-                                         f"{', '.join(DATASETS)} or synthetic-products:<scale>")
+                                         f"{', '.join(DATASETS)}, synthetic-products:<scale> or "
+                                         f"(--task graph) {', '.join(GRAPH_DATASETS)}")
     return text
 
 
@@ -436,8 +463,36 @@ positive_int = _int_at_least(1, "at least 1")
 non_negative_int = _int_at_least(0, "at least 0")
 
 
+def resolve_task(args) -> None:
+    """Fills the options whose default depends on ``--task`` / ``--loader`` and rejects the
+    combinations that do not fit (argparse errors)."""
+    from .graph_datasets import GRAPH_DATASETS, is_graph_dataset
+    graph = args.task == "graph"
+    if args.model is None:
+        args.model = "gin" if graph else "gcn"
+    if args.dataset is None:
+        args.dataset = "synthetic-graphs" if graph else "synthetic"
+    if args.batch_size is None:
+        args.batch_size = 128 if graph else 1024
+    if graph:
+        if args.model not in GRAPH_MODELS:
+            args.usage_error(f"--task graph trains {', '.join(GRAPH_MODELS)}; "
+                             f"got --model {args.model}")
+        if not is_graph_dataset(args.dataset):
+            args.usage_error(f"--task graph needs a graph dataset ({', '.join(GRAPH_DATASETS)}); "
+                             f"got --dataset {args.dataset}")
+        if args.loader != "full":
+            args.usage_error("--loader neighbor is for --task node")
+        return
+    if args.model not in MODELS:
+        args.usage_error(f"--model {args.model} is for --task graph")
+    if is_graph_dataset(args.dataset):
+        args.usage_error(f"--dataset {args.dataset} is a graph dataset: use --task graph")
+
+
 def run(args) -> int:
     from ._tools import require_for_command
+    resolve_task(args)
     if args.epochs is None:
         args.epochs = 3 if args.loader == "neighbor" else 100
     if args.epochs < 1:
@@ -447,9 +502,13 @@ def run(args) -> int:
                          f"got --model {args.model}")
     # the progress bars; the real datasets are stored as pickled scipy matrices
     synthetic = args.dataset.lower().startswith("synthetic")
-    require_for_command("iognn train", ("tqdm",) if synthetic else ("tqdm", "scipy"))
+    graph = args.task == "graph"
+    require_for_command("iognn train", ("tqdm",) if synthetic or graph else ("tqdm", "scipy"))
     try:
-        if args.loader == "neighbor":
+        if graph:
+            from .graph_task import run_graph_training
+            report = run_graph_training(args)
+        elif args.loader == "neighbor":
             from .minibatch import run_minibatch_training
             report = run_minibatch_training(args)
         else:
