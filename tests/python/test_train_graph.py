@@ -1,0 +1,207 @@
+"""``iognn train --task graph``: GIN / GCN / GGNN on synthetic-graphs (always) and MUTAG (when the
+data folder has it), ``--compare pyg`` from equal weights on equal batches, the device batcher
+against PyG's collation, pooling against PyG's, the split, the reddit10k reader on a tiny copy of
+its format, and clear errors for bad arguments."""
+import json
+
+import pytest
+import torch
+
+import iognn.nn
+from conftest import data_dir
+from iognn.cli import build_parser, main
+from iognn.graph_batches import EpochOrder, GraphBatcher, pyg_batches
+from iognn.graph_datasets import (GraphSet, load_graph_dataset, stratified_split,
+                                  synthetic_graphs)
+from iognn.graph_task import GRAPH_MODELS, PygPool, SegmentPool, build_graph_model
+from iognn.train import build_models, resolve_task
+
+FAST = ["--no-progress", "--hidden", "16", "--num-layers", "2", "--batch-size", "64"]
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("IOGNN_CACHE", str(tmp_path_factory.getbasetemp() / "iognn-cache"))
+
+
+def run_cli(tmp_path, *args):
+    path = tmp_path / "report.json"
+    assert main(["train", "--task", "graph", "--json", str(path), *FAST, *args]) == 0
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("model", GRAPH_MODELS)
+def test_compare_pyg_same_batches_same_start(tmp_path, capsys, model):
+    report = run_cli(tmp_path, "--model", model, "--epochs", "2", "--compare", "pyg")
+    out = capsys.readouterr().out
+    for column in ("test acc %", "epoch s", "loader s", "compute s", "peak MiB", "loss pyg"):
+        assert column in out
+    assert "batches: the same for every implementation" in out
+    results = {r["implementation"]: r for r in report["results"]}
+    assert set(results) == {"iognn", "pyg"}
+    assert results["iognn"]["loader"] == "iognn" and results["pyg"]["loader"] == "pyg"
+    assert results["iognn"]["batch_digest"] == results["pyg"]["batch_digest"]
+    for r in results.values():
+        assert len(r["epochs"]) == 2 and 1 <= r["best_epoch"] <= 2
+        assert r["epoch_s"] > 0 and 0 <= r["loader_s"] <= r["epoch_s"]
+        assert r["compute_s"] == pytest.approx(r["epoch_s"] - r["loader_s"])
+    # equal weights, batches and dropout draws: the first epoch's losses agree to rounding
+    first = [results[n]["epochs"][0]["loss"] for n in ("iognn", "pyg")]
+    assert first[0] == pytest.approx(first[1], rel=1e-4)
+    assert report["dataset"]["name"] == "synthetic-graphs"
+    assert report["dataset"]["split"] == [480, 60, 60]
+    assert report["config"]["task"] == "graph" and report["config"]["device"] == "cpu"
+
+
+@pytest.mark.parametrize("model", GRAPH_MODELS)
+def test_compare_starts_from_identical_weights(model):
+    args = build_parser().parse_args(["train", "--task", "graph", "--model", model,
+                                      "--compare", "pyg"])
+    resolve_task(args)
+    models = build_models(args, 7, 3, build=lambda m, layers, i, h, c, **kw:
+                          build_graph_model(m, layers, i, h, c, num_layers=3))
+    ours, theirs = models["iognn"].state_dict(), models["pyg"].state_dict()
+    assert list(ours) == list(theirs)
+    assert all(torch.equal(ours[k], theirs[k]) for k in ours)
+    assert isinstance(models["iognn"].pool, SegmentPool)
+    assert isinstance(models["pyg"].pool, PygPool)
+
+
+def test_gin_learns_synthetic_graphs(tmp_path):
+    report = run_cli(tmp_path, "--epochs", "12", "--hidden", "32")
+    (result,) = report["results"]
+    assert result["test_acc"] > 0.6  # 3 classes: chance is 1/3
+    assert result["epochs"][-1]["loss"] < result["epochs"][0]["loss"]
+
+
+def test_pyg_loader_for_iognn_gives_the_same_batches(tmp_path):
+    report = run_cli(tmp_path, "--epochs", "1", "--graph-loader", "pyg", "--compare", "pyg")
+    rows = report["results"]
+    assert [r["loader"] for r in rows] == ["pyg", "pyg"]
+    assert rows[0]["batch_digest"] == rows[1]["batch_digest"]
+
+
+def test_mutag_when_present(tmp_path):
+    root = data_dir()
+    if not (root / "tu_mutag" / "MUTAG_A.txt").is_file():
+        pytest.skip(f"real dataset 'tu_mutag' not found under {root} (set IOGNN_DATA)")
+    report = run_cli(tmp_path, "--dataset", "tu_mutag", "--data-dir", str(root), "--epochs", "2",
+                     "--compare", "pyg")
+    assert report["dataset"] == {"name": "tu_mutag", "graphs": 188, "nodes": 3371,
+                                 "edges": 7442, "features": 7,
+                                 "feature_kind": "one-hot node labels", "classes": 2,
+                                 "split": [150, 18, 20]}
+    assert {r["implementation"] for r in report["results"]} == {"iognn", "pyg"}
+
+
+# ---- pieces ---------------------------------------------------------------------------------------
+def test_batcher_equals_pyg_collation():
+    graphs = synthetic_graphs(num_graphs=50, seed=3)
+    order = EpochOrder(torch.arange(50), shuffle=True, seed=1).next_epoch()
+    ours = list(GraphBatcher(graphs, torch.device("cpu")).batches(order, 16))
+    theirs = list(pyg_batches(graphs.data_list(), order, 16, torch.device("cpu")))
+    assert len(ours) == len(theirs) == 4
+    for a, b in zip(ours, theirs):
+        for key in ("x", "edge_index", "batch", "ptr", "y"):
+            assert torch.equal(getattr(a, key), getattr(b, key)), key
+        assert a.num_graphs == b.num_graphs
+
+
+def test_epoch_order_is_seeded_and_fresh_each_epoch():
+    ids = torch.arange(40)
+    a, b = EpochOrder(ids, True, 5), EpochOrder(ids, True, 5)
+    first = a.next_epoch()
+    assert torch.equal(first, b.next_epoch())
+    assert not torch.equal(first, a.next_epoch())
+    assert torch.equal(first.sort().values, ids)
+    assert torch.equal(EpochOrder(ids, False, 5).next_epoch(), ids)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_segment_pool_matches_pyg(reduce):
+    counts = torch.tensor([3, 0, 5, 1])  # graph 1 has no nodes
+    ptr = torch.cat([torch.zeros(1, dtype=torch.long), counts.cumsum(0)])
+    batch = torch.repeat_interleave(torch.arange(4), counts)
+    x = torch.randn(9, 6, dtype=torch.float64, requires_grad=True)
+    ours = SegmentPool(reduce)(x, batch, ptr, 4)
+    theirs = PygPool(reduce)(x, batch, ptr, 4)
+    torch.testing.assert_close(ours, theirs)
+    assert torch.equal(ours[1], torch.zeros(6, dtype=torch.float64))
+    grad = torch.randn(4, 6, dtype=torch.float64)
+    (ga,) = torch.autograd.grad(ours, x, grad)
+    (gb,) = torch.autograd.grad(theirs, x, grad)
+    torch.testing.assert_close(ga, gb)
+
+
+def test_stratified_split():
+    y = torch.tensor([0] * 50 + [1] * 30 + [2] * 9)
+    train, val, test = stratified_split(y, seed=0)
+    assert torch.equal(torch.cat([train, val, test]).sort().values, torch.arange(y.numel()))
+    assert [int((y[train] == c).sum()) for c in range(3)] == [40, 24, 7]
+    assert [int((y[val] == c).sum()) for c in range(3)] == [5, 3, 0]
+    again = stratified_split(y, seed=0)
+    assert all(torch.equal(a, b) for a, b in zip((train, val, test), again))
+    assert not torch.equal(train, stratified_split(y, seed=1)[0])
+
+
+def test_graph_set_round_trips_its_data_list():
+    graphs = synthetic_graphs(num_graphs=12)
+    again = GraphSet.from_data_list("copy", graphs.data_list(), graphs.features)
+    for key in ("x", "edge_index", "node_ptr", "edge_ptr", "y"):
+        assert torch.equal(getattr(graphs, key), getattr(again, key))
+
+
+def test_reddit10k_reader_on_a_tiny_copy(tmp_path):
+    folder = tmp_path / "reddit10k"
+    folder.mkdir()
+    # graph 0: a path 0-1-2 stored one way, with a duplicate and a self-loop; graph 1: a star
+    (folder / "graphs.json").write_text(json.dumps(
+        {"1": [[0, 1], [0, 2], [0, 3]], "0": [[0, 1], [1, 2], [1, 0], [2, 2]]}))
+    (folder / "target.csv").write_text("id,target\n0,1\n1,0\n")
+    graphs = load_graph_dataset("reddit10k", tmp_path)
+    assert graphs.y.tolist() == [1, 0]
+    assert graphs.node_ptr.tolist() == [0, 3, 7] and graphs.edge_ptr.tolist() == [0, 4, 10]
+    assert graphs.edge_index[:, :4].tolist() == [[0, 1, 1, 2], [1, 0, 2, 1]]
+    degrees = [1, 2, 1, 3, 1, 1, 1]
+    assert graphs.num_features == 4  # one-hot degree up to the largest, 3
+    assert graphs.x.argmax(1).tolist() == degrees and graphs.x.sum(1).eq(1).all()
+
+
+# ---- errors -------------------------------------------------------------------------------------
+def test_missing_dataset_is_a_clean_error(tmp_path):
+    with pytest.raises(SystemExit, match="dataset 'tu_nci1' not found"):
+        main(["train", "--task", "graph", "--dataset", "tu_nci1", "--data-dir", str(tmp_path),
+              "--epochs", "1", "--no-progress"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--task", "graph", "--model", "sage"], "--task graph trains gin, gcn, ggnn"),
+    (["--task", "graph", "--dataset", "cora"], "--task graph needs a graph dataset"),
+    (["--task", "graph", "--loader", "neighbor"], "--loader neighbor is for --task node"),
+    (["--model", "ggnn"], "--model ggnn is for --task graph"),
+    (["--dataset", "tu_mutag"], "is a graph dataset: use --task graph"),
+    (["--task", "graph", "--num-layers", "0"], "must be at least 1"),
+    (["--task", "graph", "--dataset", "tu_nope"], "unknown dataset 'tu_nope'"),
+    (["--task", "edge"], "invalid choice"),
+])
+def test_bad_arguments_are_usage_errors(capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", *argv])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_node_task_defaults_are_unchanged():
+    args = build_parser().parse_args(["train"])
+    resolve_task(args)
+    assert (args.task, args.model, args.dataset, args.batch_size) == ("node", "gcn", "synthetic",
+                                                                      1024)
+    graph = build_parser().parse_args(["train", "--task", "graph"])
+    resolve_task(graph)
+    assert (graph.model, graph.dataset, graph.batch_size) == ("gin", "synthetic-graphs", 128)
+
+
+def test_ggnn_without_gated_graph_conv_is_a_clear_error(monkeypatch):
+    monkeypatch.delattr(iognn.nn, "GatedGraphConv", raising=False)
+    with pytest.raises(SystemExit, match="iognn.nn.GatedGraphConv"):
+        main(["train", "--task", "graph", "--model", "ggnn", "--epochs", "1", "--no-progress"])
