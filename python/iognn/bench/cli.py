@@ -40,13 +40,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "'workloads': whole training steps, layers, per-batch graphs and op rows on "
                    "small and mid-size graphs, wall time with the host included")
     p.add_argument("--parts", type=_csv, help="workloads suite: parts to run out of "
-                   "steps,layers,batches,ops,minibatch,ggnn (default: all)")
+                   "steps,layers,batches,ops,minibatch,ggnn,graph_training (default: all)")
     p.add_argument("--minibatch-graphs", type=_csv, help="workloads suite, minibatch part: "
                    "graphs (default: synthetic-products,amazon_computers)")
     p.add_argument("--minibatch-scale", type=float, help="workloads suite, minibatch part: "
                    "scale of synthetic-products (default: 1 on a GPU, 0.01 on the host)")
     p.add_argument("--minibatch-epochs", type=int, help="workloads suite, minibatch part: timed "
                    "epochs per implementation, the median reported (default: 1)")
+    p.add_argument("--graph-training-datasets", type=_csv, help="workloads suite, "
+                   "graph_training part: graph datasets (default: tu_nci1,reddit10k)")
+    p.add_argument("--graph-training-epochs", type=int, help="workloads suite, graph_training "
+                   "part: timed epochs per implementation, the median reported (default: 1)")
     p.add_argument("--compile-graphs", type=_csv, help="workloads suite: graphs that get the "
                    "torch.compile rows (default: cora,random:10000:200000; 'none' for none)")
     p.add_argument("--op-graphs", type=_csv, help="workloads suite: graphs of the op rows")
@@ -142,7 +146,8 @@ def run_workloads_suite(args: argparse.Namespace) -> int:
         config.warmup = args.warmup
     if args.repeats is not None:
         config.steps = args.repeats
-    for name in ("minibatch_graphs", "minibatch_scale", "minibatch_epochs"):
+    for name in ("minibatch_graphs", "minibatch_scale", "minibatch_epochs",
+                 "graph_training_datasets", "graph_training_epochs"):
         value = getattr(args, name)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {value}")

@@ -25,6 +25,9 @@ kernel time and the number of launches of the same step (torch.profiler). Parts:
 - ``ggnn``: GatedGraphConv and the typed GGNN (8 steps, hidden 128, 40 edge types) forward +
   backward on a batch of synthetic program graphs, iognn against PyG, with peak memory (see
   :mod:`iognn.bench.ggnn`; wall times only).
+- ``graph_training``: a whole GIN graph-classification epoch on tu_nci1 and reddit10k (batches of
+  128 small graphs), iognn against PyG on the same batches (see :mod:`iognn.bench.graph_training`;
+  wall times only).
 
 Timing: ``warmup`` untimed steps (compilation and captures happen there), then ``rounds`` rounds
 of ``steps`` steps between two host clock reads, the device synchronised before each read; the
@@ -53,7 +56,7 @@ OP_GRAPHS = ["tolokers", "amazon_computers", "coauthor_physics", "twitch_DE", "r
 MODELS = ("gcn", "sage", "gat")
 COMPILE_MODELS = ("gin",)  # PyG's compile benchmark also trains GIN: on the --compile-graphs only
 LAYERS = ("GCNConv", "SAGEConv", "GATConv", "GATv2Conv", "TransformerConv")
-PARTS = ("steps", "layers", "batches", "ops", "minibatch", "ggnn")
+PARTS = ("steps", "layers", "batches", "ops", "minibatch", "ggnn", "graph_training")
 HIDDEN, HEADS = 64, 8
 BLOCK = dict(num_dst=16384, fanout=15, num_src=200000, feat=128)
 LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
@@ -371,6 +374,8 @@ class WorkloadsConfig:
     minibatch_graphs: Optional[List[str]] = None   # default: iognn.bench.minibatch.GRAPHS
     minibatch_scale: Optional[float] = None        # synthetic-products; default 1 (GPU), 0.01
     minibatch_epochs: int = 1
+    graph_training_datasets: Optional[List[str]] = None  # default: bench.graph_training.DATASETS
+    graph_training_epochs: int = 1
 
 
 def run_workloads(cfg: WorkloadsConfig, log=print) -> List[Row]:
@@ -434,6 +439,9 @@ def run_workloads(cfg: WorkloadsConfig, log=print) -> List[Row]:
     if "ggnn" in cfg.parts:
         from .ggnn import ggnn_rows
         rows += ggnn_rows(cfg, device, log)
+    if "graph_training" in cfg.parts:
+        from .graph_training import graph_training_rows
+        rows += graph_training_rows(cfg, device, log)
     for row, step in steps:  # 2. kernel times and launches, once no wall time is left to take
         try:
             row.__dict__.update(kernel_time(step, device, cfg.steps))
