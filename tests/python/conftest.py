@@ -138,3 +138,19 @@ def long_tie_rows(dtype=torch.float64):
     x = torch.stack([torch.ones(n, dtype=torch.float64),
                      (src - 36_000).abs().double() + 1], 1).to(dtype)
     return ei, x
+
+
+@pytest.fixture
+def iognn_cache(tmp_path_factory, monkeypatch):
+    """The dataset cache ($IOGNN_CACHE) in the session's temporary folder, shared by its tests."""
+    monkeypatch.setenv("IOGNN_CACHE", str(tmp_path_factory.getbasetemp() / "iognn-cache"))
+
+
+def train_report(tmp_path, *argv) -> dict:
+    """Runs ``iognn train *argv`` in process (status 0 asserted); returns its JSON report."""
+    import json
+
+    from iognn.cli import main
+    path = tmp_path / "report.json"
+    assert main(["train", "--json", str(path), *argv]) == 0
+    return json.loads(path.read_text())

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import iognn.nn
-from conftest import data_dir
+from conftest import data_dir, train_report
 from iognn.cli import build_parser, main
 from iognn.graph_batches import EpochOrder, GraphBatcher, pyg_batches
 from iognn.graph_datasets import (GraphSet, load_graph_dataset, stratified_split,
@@ -19,15 +19,11 @@ from iognn.train import build_models, resolve_task
 FAST = ["--no-progress", "--hidden", "16", "--num-layers", "2", "--batch-size", "64"]
 
 
-@pytest.fixture(autouse=True)
-def cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("IOGNN_CACHE", str(tmp_path_factory.getbasetemp() / "iognn-cache"))
+pytestmark = pytest.mark.usefixtures("iognn_cache")
 
 
 def run_cli(tmp_path, *args):
-    path = tmp_path / "report.json"
-    assert main(["train", "--task", "graph", "--json", str(path), *FAST, *args]) == 0
-    return json.loads(path.read_text())
+    return train_report(tmp_path, "--task", "graph", *FAST, *args)
 
 
 @pytest.mark.parametrize("model", GRAPH_MODELS)
