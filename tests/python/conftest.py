@@ -154,3 +154,16 @@ def train_report(tmp_path, *argv) -> dict:
     path = tmp_path / "report.json"
     assert main(["train", "--json", str(path), *argv]) == 0
     return json.loads(path.read_text())
+
+
+def compared_results(report: dict, table: str, columns) -> dict:
+    """``{implementation: result}`` of a ``--compare pyg`` training report, after checking that
+    the printed ``table`` has ``columns``, that both implementations ran and that they trained
+    on the same batches (equal digests, and the table says so)."""
+    for column in columns:
+        assert column in table
+    assert "batches: the same for every implementation" in table
+    results = {r["implementation"]: r for r in report["results"]}
+    assert set(results) == {"iognn", "pyg"}
+    assert results["iognn"]["batch_digest"] == results["pyg"]["batch_digest"]
+    return results
