@@ -154,7 +154,7 @@ def _output(model, batch: GraphBatch):
 
 def runs_on_cuda(model: str) -> bool:
     """Whether iognn's ops behind graph model ``model`` have CUDA kernels (a tiny forward +
-    backward)."""
+    backward). A model this installation cannot build raises NotImplementedError."""
     import iognn.nn
     net = build_graph_model(model, iognn.nn, 4, 8, 2, num_layers=2).cuda()
     try:
@@ -307,14 +307,13 @@ def run_graph_training(args) -> dict:
     from .graph_datasets import load_graph_dataset, stratified_split
     graphs = load_graph_dataset(args.dataset, args.data_dir)
     split = stratified_split(graphs.y, seed=0)
-    device = pick_device(args.device, args.model, args.heads,
-                         runs_on_cuda=lambda model, heads: runs_on_cuda(model))
-
     def build(model, layers, in_channels, hidden, classes, dropout=0.5, **unused):
         return build_graph_model(model, layers, in_channels, hidden, classes, args.num_layers,
                                  dropout)
 
     try:
+        device = pick_device(args.device, args.model, args.heads,
+                             runs_on_cuda=lambda model, heads: runs_on_cuda(model))
         models = build_models(args, graphs.num_features, graphs.num_classes, build=build)
     except NotImplementedError as error:  # ggnn without iognn.nn.GatedGraphConv
         raise SystemExit(f"iognn train: {error}") from None

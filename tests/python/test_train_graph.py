@@ -193,7 +193,9 @@ def test_node_task_defaults_are_unchanged():
     assert (graph.model, graph.dataset, graph.batch_size) == ("gin", "synthetic-graphs", 128)
 
 
-def test_ggnn_without_gated_graph_conv_is_a_clear_error(monkeypatch):
+@pytest.mark.parametrize("cuda", [False, True])  # with a GPU, the device probe builds first
+def test_ggnn_without_gated_graph_conv_is_a_clear_error(monkeypatch, cuda):
     monkeypatch.delattr(iognn.nn, "GatedGraphConv", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     with pytest.raises(SystemExit, match="iognn.nn.GatedGraphConv"):
         main(["train", "--task", "graph", "--model", "ggnn", "--epochs", "1", "--no-progress"])
