@@ -79,7 +79,8 @@ __device__ __forceinline__ word_t node_key(int64_t tree, int64_t node, int64_t n
   return word_t(tree) * word_t(num_nodes) + word_t(node);
 }
 
-// The graph and the options, as every hop kernel reads them (device pointers).
+// The graph and the options, as every hop kernel reads them (device pointers). num_nodes: the
+// nodes row's values index (and node_time's); colptr's nodes too unless num_dst says otherwise.
 template <typename index_t>
 struct Graph {
   const index_t* colptr;
@@ -91,8 +92,10 @@ struct Graph {
   const int64_t* tree_time;  // seed time of every tree (temporal sampling)
   bool replace, disjoint, last;
   uint64_t rng_seed;
+  int64_t num_dst = -1;  // colptr's nodes (a heterogeneous edge type's destinations), or -1
 
   __device__ bool temporal() const { return node_time || edge_time; }
+  __device__ int64_t destinations() const { return num_dst < 0 ? num_nodes : num_dst; }
 };
 
 // The population a node samples from with fan-out k: 'last' keeps at most k eligible positions.
@@ -109,6 +112,39 @@ __device__ __forceinline__ int64_t global_thread() {
 }
 __device__ __forceinline__ int64_t thread_stride() { return int64_t(gridDim.x) * blockDim.x; }
 
+// Seeds of one node type (num_nodes nodes, node_time their times or null): seed i takes local id
+// first_local + i and grows tree first_tree + i, whose time is seed_time[i], else its node time.
+template <typename index_t>
+struct SeedSet {
+  const index_t* seed;
+  int64_t num_seeds;
+  const int64_t* seed_time;
+  int64_t num_nodes;
+  const int64_t* node_time;
+  int64_t first_local = 0, first_tree = 0;
+};
+
+// The seeds' local ids, trees, trees' times (temporal sampling) and table entries; a seed out of
+// range records its tree.
+template <typename index_t>
+__device__ void enter_seeds(const SeedSet<index_t>& set, bool disjoint, KeyTable table,
+                            index_t* node, index_t* batch, int64_t* tree_time, Status* status) {
+  for (int64_t i = global_thread(); i < set.num_seeds; i += thread_stride()) {
+    const int64_t s = set.seed[i], local = set.first_local + i, tree = set.first_tree + i;
+    const bool valid = s >= 0 && s < set.num_nodes;
+    node[local] = index_t(s);
+    if (batch) batch[local] = index_t(tree);
+    if (tree_time)
+      tree_time[tree] = set.seed_time ? set.seed_time[i] : valid ? set.node_time[s] : 0;
+    if (!valid) {
+      atomicMin(&status->bad_seed, word_t(tree));
+      continue;
+    }
+    atomicMin(table.values + table.slot(node_key(disjoint ? tree : 0, s, set.num_nodes)),
+              word_t(local));
+  }
+}
+
 // The seeds: local ids 0 .. num_seeds - 1, their table entries and trees' times; colptr's ends.
 template <typename index_t>
 __global__ void __launch_bounds__(kThreads)
@@ -119,18 +155,8 @@ __global__ void __launch_bounds__(kThreads)
     status->colptr_first = (long long)g.colptr[0];
     status->colptr_last = (long long)g.colptr[g.num_nodes];
   }
-  for (int64_t i = global_thread(); i < num_seeds; i += thread_stride()) {
-    const int64_t s = seed[i];
-    const bool valid = s >= 0 && s < g.num_nodes;
-    node[i] = index_t(s);
-    if (batch) batch[i] = index_t(i);
-    if (tree_time) tree_time[i] = seed_time ? seed_time[i] : valid ? g.node_time[s] : 0;
-    if (!valid) {
-      atomicMin(&status->bad_seed, word_t(i));
-      continue;
-    }
-    atomicMin(table.values + table.slot(node_key(g.disjoint ? i : 0, s, g.num_nodes)), word_t(i));
-  }
+  enter_seeds(SeedSet<index_t>{seed, num_seeds, seed_time, g.num_nodes, g.node_time}, g.disjoint,
+              table, node, batch, tree_time, status);
 }
 
 // Re-enters local ids [0, count) into a new (larger) hashed table.
@@ -157,7 +183,7 @@ __global__ void __launch_bounds__(kThreads)
     long long population = 0;
     bool bad = false;
     const int64_t v = i < count ? int64_t(node[first + i]) : -1;
-    if (v >= 0 && v < g.num_nodes) {  // (a seed out of range: the seed check reports it)
+    if (v >= 0 && v < g.destinations()) {  // (a seed out of range: the seed check reports it)
       const int64_t lo = g.colptr[v], hi = g.colptr[v + 1];
       bad = !(0 <= lo && lo <= hi && hi <= g.num_edges);
       if (!bad && g.weight) {
@@ -276,13 +302,16 @@ struct FirstOccurrence {
   }
 };
 
-// row[e] of every hop edge; node / batch of the new local ids next_id + new_rank[e].
+// row[e] of every hop edge; node / batch of the new local ids next_id + new_rank[e]. A new node's
+// tree is its frontier node's: col_batch[col[e]] (batch when null: the frontier's nodes are the
+// new nodes' type).
 template <typename index_t>
 __global__ void __launch_bounds__(kThreads)
     assign_kernel(Graph<index_t> g, const index_t* edge, const index_t* col, index_t* row_out,
                   int64_t hop_edges, const long long* slot_of, const long long* new_rank,
                   KeyTable table, int64_t next_id, index_t* node, index_t* batch,
-                  Status* status) {
+                  Status* status, const index_t* col_batch = nullptr) {
+  if (!col_batch) col_batch = batch;
   for (int64_t e = global_thread(); e < hop_edges; e += thread_stride()) {
     const long long s = slot_of[e];
     if (s < 0) continue;
@@ -294,7 +323,7 @@ __global__ void __launch_bounds__(kThreads)
       local = next_id + new_rank[first_edge];
       if (first_edge == e) {
         node[local] = g.row[int64_t(edge[e])];
-        if (batch) batch[local] = batch[int64_t(col[e])];
+        if (batch) batch[local] = col_batch[int64_t(col[e])];
         if (local > int64_t(std::numeric_limits<index_t>::max()))
           atomicMin(&status->overflow_edge, word_t(e));
         table.values[s] = word_t(local);
