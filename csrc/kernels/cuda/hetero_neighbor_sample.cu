@@ -221,11 +221,10 @@ class HeteroDeviceSampler : DeviceCall {
     for (const HeteroSeeds<index_t>& set : seeds_) {
       const size_t n = size_t(set.node_type);
       NodeType<index_t>& type = nodes_[n];
-      const SeedSet<index_t> seeds{set.seed,     set.num_seeds, set.seed_time, num_nodes_[n],
-                                   node_time(n), entered[n],    first_tree};
+      const SeedSet<index_t> placed{set, num_nodes_[n], node_time(n), entered[n], first_tree};
       if (set.num_seeds > 0) {
         seed_set_kernel<<<grid_for(set.num_seeds, kThreads), kThreads, 0, stream_>>>(
-            seeds, disjoint, type.table, type.node.data, type.batch.data, tree_time,
+            placed, disjoint, type.table, type.node.data, type.batch.data, tree_time,
             status_ + num_edge_types);
         IOGNN_CUDA_CHECK_LAUNCH("hetero_neighbor_sample seed_set_kernel");
       }

@@ -19,6 +19,7 @@
 #include "kernels/cuda/neighbor_sample.h"
 #include "kernels/cuda/neighbor_sample_draws.cuh"
 #include "kernels/sampler_checks.h"
+#include "kernels/sampler_types.h"
 
 namespace iognn::cuda {
 namespace {
@@ -112,13 +113,12 @@ __device__ __forceinline__ int64_t global_thread() {
 }
 __device__ __forceinline__ int64_t thread_stride() { return int64_t(gridDim.x) * blockDim.x; }
 
-// Seeds of one node type (num_nodes nodes, node_time their times or null): seed i takes local id
-// first_local + i and grows tree first_tree + i, whose time is seed_time[i], else its node time.
+// A seed set placed among its node type's nodes (num_nodes of them, node_time their times or
+// null): seed i takes local id first_local + i and grows tree first_tree + i, whose time is
+// seeds.seed_time[i], else its node time.
 template <typename index_t>
 struct SeedSet {
-  const index_t* seed;
-  int64_t num_seeds;
-  const int64_t* seed_time;
+  HeteroSeeds<index_t> seeds;  // (its node_type unused)
   int64_t num_nodes;
   const int64_t* node_time;
   int64_t first_local = 0, first_tree = 0;
@@ -129,13 +129,14 @@ struct SeedSet {
 template <typename index_t>
 __device__ void enter_seeds(const SeedSet<index_t>& set, bool disjoint, KeyTable table,
                             index_t* node, index_t* batch, int64_t* tree_time, Status* status) {
-  for (int64_t i = global_thread(); i < set.num_seeds; i += thread_stride()) {
-    const int64_t s = set.seed[i], local = set.first_local + i, tree = set.first_tree + i;
+  const HeteroSeeds<index_t>& seeds = set.seeds;
+  for (int64_t i = global_thread(); i < seeds.num_seeds; i += thread_stride()) {
+    const int64_t s = seeds.seed[i], local = set.first_local + i, tree = set.first_tree + i;
     const bool valid = s >= 0 && s < set.num_nodes;
     node[local] = index_t(s);
     if (batch) batch[local] = index_t(tree);
     if (tree_time)
-      tree_time[tree] = set.seed_time ? set.seed_time[i] : valid ? set.node_time[s] : 0;
+      tree_time[tree] = seeds.seed_time ? seeds.seed_time[i] : valid ? set.node_time[s] : 0;
     if (!valid) {
       atomicMin(&status->bad_seed, word_t(tree));
       continue;
@@ -155,8 +156,8 @@ __global__ void __launch_bounds__(kThreads)
     status->colptr_first = (long long)g.colptr[0];
     status->colptr_last = (long long)g.colptr[g.num_nodes];
   }
-  enter_seeds(SeedSet<index_t>{seed, num_seeds, seed_time, g.num_nodes, g.node_time}, g.disjoint,
-              table, node, batch, tree_time, status);
+  const SeedSet<index_t> set{{0, seed, num_seeds, seed_time}, g.num_nodes, g.node_time};
+  enter_seeds(set, g.disjoint, table, node, batch, tree_time, status);
 }
 
 // Re-enters local ids [0, count) into a new (larger) hashed table.
