@@ -121,10 +121,10 @@ def test_uniform_sample_equals_cpu(layout, disjoint, replace, fanouts, dtype):
 
 
 def test_no_seeds_and_no_edges_equal_cpu():
-    num_nodes, pairs, colptrs, rows, _ = random_hetero("three_types", 0)
+    num_nodes, pairs, colptrs, rows, seed_sets = random_hetero("three_types", 0)
     empty = (num_nodes, pairs, colptrs, rows, [(0, torch.empty(0, dtype=torch.long))])
     no_edges = (num_nodes, pairs, [torch.zeros_like(c) for c in colptrs],
-                [torch.empty(0, dtype=torch.long) for _ in rows], random_hetero("three_types", 0)[4])
+                [torch.empty(0, dtype=torch.long) for _ in rows], seed_sets)
     for graph in (empty, no_edges):
         for disjoint in (False, True):
             run_both(graph, [[3, -1]] * len(pairs), disjoint=disjoint)
@@ -199,7 +199,7 @@ def test_weighted_sampling_with_replacement_equals_cpu(layout, dtype):
                 run_both(graph, fanouts_for(name, len(graph[1])), replace=True, disjoint=disjoint,
                          rng_seed=seed, weights=weights)
         # Every positive weight taken (k = -1, or k at or above the positives): no draw.
-        run_both(graph, [[-1, 100]] * len(graph[1]), weights=weights)
+        run_both(graph, [[-1, 5000]] * len(graph[1]), weights=weights)
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
@@ -231,6 +231,18 @@ def test_same_rng_seed_same_sample_and_another_differs():
     a, b, c = (call(graph, ks, "cuda", rng_seed=s) for s in (1, 1, 2))
     assert_same_sample([[t.cpu() for t in x] for x in a[:4]] + list(a[4:]), b)
     assert any(not torch.equal(x, y) for x, y in zip(a[3], c[3]))
+
+
+@pytest.mark.sanitizer
+def test_sanitizer_small_samples_equal_cpu():
+    # A small subset for compute-sanitizer (scripts/gpu_check.sh): each kind of draw, relabelling.
+    graph = random_hetero("three_types", 0)
+    ks = fanouts_for("mixed", len(graph[1]))
+    run_both(graph, ks)
+    run_both(graph, ks, replace=True, disjoint=True)
+    node_times, _, _ = timed(graph, 0)
+    run_both(graph, ks, disjoint=True, node_times=node_times, strategy="last")
+    run_both(graph, ks, replace=True, weights=weighted(graph, 0))
 
 
 # ---- errors: the CPU's, in the CPU's order ------------------------------------------------------
