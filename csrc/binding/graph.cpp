@@ -47,6 +47,15 @@ BuildGraphOutputs with_max_degrees(GraphTensors graph, int64_t max_in, int64_t m
   return {rowptr, col, eid, colptr, row, csc2csr, edge_map, degrees};
 }
 
+void check_deferred_error_word(const at::Tensor& error, const at::Tensor& edge_index) {
+  constexpr const char* op = "iognn::build_graph_deferred";
+  check_dtype(error, at::kLong, op, "error");
+  TORCH_CHECK_VALUE(error.numel() == 1 && error.is_contiguous(), op,
+                    ": error must be a contiguous int64 tensor of one entry, got shape ",
+                    error.sizes());
+  check_device(error, edge_index, op, "error", "edge_index");
+}
+
 namespace {
 
 template <typename index_t>
@@ -75,6 +84,14 @@ BuildGraphOutputs build_graph_cpu(const at::Tensor& edge_index, int64_t num_src,
     max_out = longest_row(cptr<I>(std::get<3>(out)), sz.num_src);
   });
   return with_max_degrees(std::move(out), max_in, max_out);
+}
+
+// On the host a build never has to wait for a device: it raises at once and leaves error alone.
+BuildGraphOutputs build_graph_deferred_cpu(const at::Tensor& edge_index, int64_t num_src,
+                                           int64_t num_dst, const at::Tensor& error,
+                                           bool force_int64) {
+  check_deferred_error_word(error, edge_index);
+  return build_graph_cpu(edge_index, num_src, num_dst, 0, force_int64);
 }
 
 // Degree statistics as a float64 vector: [max_in, max_out, mean_in, p50, p90, p99, isolated_dst,
@@ -113,11 +130,19 @@ TORCH_LIBRARY_FRAGMENT(iognn, m) {
       "build_graph(Tensor edge_index, int num_src, int num_dst, int self_loops=0, "
       "bool force_int64=False) -> (Tensor rowptr, Tensor col, Tensor eid, Tensor colptr, "
       "Tensor row, Tensor csc2csr, Tensor edge_map, Tensor max_degrees)");
+  // build_graph with self-loops kept, without waiting for its validation: a bad index is recorded
+  // in `error` (int64, one entry, -1 for none; on a device: 2 * edge + row of the first bad
+  // index, by atomicMin) and leaves an empty graph; the longest rows come back as -1 (unknown).
+  m.def(
+      "build_graph_deferred(Tensor edge_index, int num_src, int num_dst, Tensor(a!) error, "
+      "bool force_int64=False) -> (Tensor rowptr, Tensor col, Tensor eid, Tensor colptr, "
+      "Tensor row, Tensor csc2csr, Tensor edge_map, Tensor max_degrees)");
   m.def("graph_stats(Tensor rowptr, Tensor colptr) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(iognn, CPU, m) {
   m.impl("build_graph", &build_graph_cpu);
+  m.impl("build_graph_deferred", &build_graph_deferred_cpu);
   m.impl("graph_stats", &graph_stats_cpu);
 }
 

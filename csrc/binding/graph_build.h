@@ -26,6 +26,8 @@ BuildGraphOutputs with_max_degrees(GraphTensors graph, int64_t max_in, int64_t m
 
 // Checks edge_index ([2, E], int32/int64, any strides) and self_loops (0, 1 or 2).
 SelfLoops check_build_graph_args(const at::Tensor& edge_index, int64_t self_loops);
+// build_graph_deferred's error word: int64, one entry, on edge_index's device.
+void check_deferred_error_word(const at::Tensor& error, const at::Tensor& edge_index);
 
 // The core's view of edge_index's storage (host or device pointer, element strides).
 EdgeIndexView edge_index_view(const at::Tensor& edge_index);

@@ -18,7 +18,8 @@
 //                                          6 write col / eid / row, 7 csc2csr.
 // Every output element is written by exactly one thread at a position that depends only on the
 // keys, so the build is deterministic. The host waits once (one stream sync), then reads the
-// kernel's 48-byte report (sizes, errors) from pinned memory.
+// kernel's 48-byte report (sizes, errors) from pinned memory; a deferred build does not wait (its
+// first bad index goes to the caller's error word, its outputs then describe an empty graph).
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -72,7 +73,8 @@ struct BuildParams {
   index_t* segment[2];            // [CSR / transposed] row of each position
   index_t* csr_position;          // [E'] CSR position of each augmented id
   BuildStatus* status;
-  BuildStatus* host_status;       // pinned, mapped: the kernel's report to the host
+  BuildStatus* host_status;       // pinned, mapped: the kernel's report to the host, or null
+  unsigned long long* deferred_error;  // a deferred build's error word (device), or null
 };
 
 int bits_for(int64_t n) {  // bits that represent every value in [0, n): 0 for n <= 1
@@ -430,8 +432,18 @@ __global__ void __launch_bounds__(kThreads) build_kernel(const BuildParams<index
     if (reporter) {
       const int64_t k = int64_t(status->first_bad >> 1);
       status->bad_value = (status->first_bad & 1) ? p.ei.dst(k) : p.ei.src(k);
-      *p.host_status = *status;
+      if (p.host_status) *p.host_status = *status;
+      if (p.deferred_error) atomicMin(p.deferred_error, status->first_bad);
     }
+    // A deferred build's outputs are read by later kernels: leave them an empty graph whose
+    // edge arrays hold in-range zeros.
+    if (!p.deferred_error) return;
+    const int64_t stride = int64_t(gridDim.x) * kThreads;
+    const int64_t first = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+    for (int64_t i = first; i <= p.num_dst; i += stride) p.out.rowptr[i] = 0;
+    for (int64_t i = first; i <= p.num_src; i += stride) p.out.colptr[i] = 0;
+    for (int64_t e = first; e < p.num_input; e += stride)
+      p.out.col[e] = p.out.eid[e] = p.out.row[e] = p.out.csc2csr[e] = p.out.edge_map[e] = 0;
     return;
   }
   const int64_t num_kept =
@@ -454,7 +466,7 @@ __global__ void __launch_bounds__(kThreads) build_kernel(const BuildParams<index
   }
   write_rows(p, sorted, E, num_kept);
   grid.sync();
-  if (reporter) *p.host_status = *status;  // final since the last barrier but one
+  if (reporter && p.host_status) *p.host_status = *status;  // final since the last barrier but one
   const int64_t stride = int64_t(gridDim.x) * kThreads;
   for (int64_t q = int64_t(blockIdx.x) * kThreads + threadIdx.x; q < E; q += stride)
     p.out.csc2csr[q] = p.csr_position[p.out.csc2csr[q]];
@@ -518,7 +530,8 @@ size_t build_graph_workspace_bytes(const GraphSizes& capacity) {
 template <typename index_t>
 GraphSizes build_graph_cuda(const EdgeIndexView& ei, const GraphSizes& capacity, SelfLoops loops,
                             const GraphArrays<index_t>& out, void* workspace,
-                            size_t workspace_bytes, cudaStream_t stream, GraphDegrees* degrees) {
+                            size_t workspace_bytes, cudaStream_t stream, GraphDegrees* degrees,
+                            unsigned long long* deferred_error) {
   const GraphSizes cap = graph_capacity(capacity.num_src, capacity.num_dst, ei.num_edges, loops);
   IOGNN_CHECK(capacity.num_edges == cap.num_edges && capacity.num_loops == cap.num_loops,
               ValueError, "build_graph_cuda: the capacity was not made by graph_capacity for this "
@@ -531,6 +544,9 @@ GraphSizes build_graph_cuda(const EdgeIndexView& ei, const GraphSizes& capacity,
   const size_t need = build_graph_workspace_bytes<index_t>(cap);
   // need > 0 (the status slice): a null workspace is always refused.
   check_workspace("build_graph_cuda", workspace, workspace_bytes, need);
+  IOGNN_CHECK(!deferred_error || loops == SelfLoops::kKeep, ValueError,
+              "build_graph_cuda: a deferred build keeps self-loops as given (its sizes must not "
+              "depend on the data)");
 
   BuildParams<index_t> p{};
   p.ei = ei;
@@ -542,8 +558,10 @@ GraphSizes build_graph_cuda(const EdgeIndexView& ei, const GraphSizes& capacity,
   p.id_bits = id_bits;
   p.out = out;
   carve<index_t>(workspace, cap, &p);
-  BuildStatus* const report = host_status();
-  IOGNN_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&p.host_status), report, 0));
+  p.deferred_error = deferred_error;
+  BuildStatus* const report = deferred_error ? nullptr : host_status();
+  if (report)
+    IOGNN_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&p.host_status), report, 0));
 
   const int64_t items = std::max(cap.num_edges, cap.num_src + cap.num_dst);
   const int64_t wanted = (items + kThreads * kItemsPerThread - 1) / (kThreads * kItemsPerThread);
@@ -551,6 +569,10 @@ GraphSizes build_graph_cuda(const EdgeIndexView& ei, const GraphSizes& capacity,
   void* args[] = {&p};
   IOGNN_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(build_kernel<index_t>),
                                                dim3(blocks), dim3(kThreads), args, 0, stream));
+  if (deferred_error) {  // kKeep: the sizes are the capacity's; the longest rows are unknown
+    if (degrees) *degrees = {-1, -1};
+    return cap;
+  }
   IOGNN_CUDA_CHECK(cudaStreamSynchronize(stream));
   const BuildStatus host = *report;
   if (host.first_bad != ~0ull)
@@ -564,7 +586,8 @@ GraphSizes build_graph_cuda(const EdgeIndexView& ei, const GraphSizes& capacity,
   template size_t build_graph_workspace_bytes<index_t>(const GraphSizes&);                   \
   template GraphSizes build_graph_cuda<index_t>(const EdgeIndexView&, const GraphSizes&,     \
                                                 SelfLoops, const GraphArrays<index_t>&, void*, \
-                                                size_t, cudaStream_t, GraphDegrees*);
+                                                size_t, cudaStream_t, GraphDegrees*,            \
+                                                unsigned long long*);
 IOGNN_INSTANTIATE(int32_t)
 IOGNN_INSTANTIATE(int64_t)
 #undef IOGNN_INSTANTIATE

@@ -40,10 +40,15 @@ struct GraphDegrees {
 
 // Builds the graph into `out` (allocated for `capacity`) and returns its true sizes (and, when
 // `degrees` is not null, its largest degrees, measured by the build anyway).
+// Deferred (deferred_error: a device word, ~0 for none; loops must be kKeep): no synchronisation
+// at all, so the build can run inside a captured CUDA graph. It returns the capacity's sizes and
+// degrees of -1 (unknown); on a bad index it leaves an empty graph (zero offsets) and folds the
+// index's code (2 * edge + (1 for the destination row)) into *deferred_error with atomicMin.
 template <typename index_t>
 GraphSizes build_graph_cuda(const EdgeIndexView& ei, const GraphSizes& capacity, SelfLoops loops,
                             const GraphArrays<index_t>& out, void* workspace,
                             size_t workspace_bytes, cudaStream_t stream,
-                            GraphDegrees* degrees = nullptr);
+                            GraphDegrees* degrees = nullptr,
+                            unsigned long long* deferred_error = nullptr);
 
 }  // namespace iognn::cuda

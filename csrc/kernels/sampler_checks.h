@@ -64,6 +64,35 @@ inline void check_sample_fan_outs(const std::string& op, const std::string& name
                 "] must be >= 0, or -1 for every neighbour, got ", fan_outs[h]);
 }
 
+// Padded sampling's per-hop edge capacities (kernels/sampler_types.h): cap[h] = cap[h - 1] * k_h,
+// cap[-1] = num_seeds. Every fan-out must be >= 0, and every buffer must fit `max_index` ids.
+inline std::vector<int64_t> padded_hop_capacities(const std::string& op, int64_t num_seeds,
+                                                  const std::vector<int64_t>& fan_outs,
+                                                  int64_t max_index) {
+  check_sample_fan_outs(op, "num_neighbors", fan_outs);
+  std::vector<int64_t> caps;
+  int64_t frontier = num_seeds, total = num_seeds;
+  for (size_t h = 0; h < fan_outs.size(); ++h) {
+    const int64_t k = fan_outs[h];
+    IOGNN_CHECK(k >= 0, ValueError, op, ": padded sampling needs every fan-out >= 0 (its buffers "
+                "are sized by them), got num_neighbors[", h, "] = -1");
+    IOGNN_CHECK(k == 0 || frontier <= (max_index - total) / k, ValueError, op,
+                ": the padded sample of ", num_seeds, " seeds with these fan-outs needs more than ",
+                max_index, " ids (use int64 indices, fewer seeds or smaller fan-outs)");
+    frontier *= k;
+    total += frontier;
+    caps.push_back(frontier);
+  }
+  return caps;
+}
+
+// The codes a padded device sample folds into its caller's error word (the smallest wins).
+enum PaddedSampleError : int64_t {
+  kPaddedBadSeed = 1,      // a seed out of range
+  kPaddedBadGraph = 2,     // a frontier node's colptr entries, weights or times
+  kPaddedBadNeighbor = 3,  // a sampled row value out of range
+};
+
 // seeds[i] = seed, among `nodes` (num_nodes of them).
 inline void check_sample_seed(const std::string& op, const std::string& seeds, int64_t i,
                               int64_t seed, int64_t num_nodes, const std::string& nodes) {

@@ -70,28 +70,46 @@
 // node / batch / num_sampled_nodes (num_hops + 1 entries); per edge type, row (local ids of
 // src_type), col (local ids of dst_type), edge (its CSC positions), num_sampled_edges (num_hops).
 //
+// Padded sampling (iognn::neighbor_sample_padded): the same sample, laid out in buffers whose
+// sizes depend only on the seed count and the fan-outs (every fan-out >= 0), so that a sample can
+// be drawn with no host synchronisation and inside a captured CUDA graph. Hop h may sample at most
+// cap[h] = cap[h - 1] * k_h edges (cap[-1] = num_seeds: a frontier is at most the previous hop's
+// edges), so row / col / edge have sum(cap) entries, hop h's edges at [sum(cap[:h]),
+// sum(cap[:h]) + num_sampled_edges[h]), and node (and batch) num_seeds + sum(cap) entries, the
+// sample's nodes first; every other entry is -1. num_sampled_nodes / num_sampled_edges are tensors
+// on the graph's device, and the generator's key is read from a device scalar, so a replayed
+// capture draws a new sample when that scalar changes. On a device, errors are not raised: the
+// first failed check's code (PaddedSampleError) is folded into a caller's error word with
+// atomicMin, for the caller to check when it synchronises anyway.
+//
 // There is no Meta kernel: the output sizes depend on the graph's data, not only on the input
 // shapes. There is no autograd: sampling is not differentiable.
 //
 // The family's places:
 //   contract (this file)           kernels/sampler_types.h
 //   random draws (host and device) kernels/sampler_draws.h
-//   checks and their messages      kernels/sampler_checks.h (both ops, both backends)
+//   checks and their messages      kernels/sampler_checks.h (both ops, both backends, padded
+//                                  capacities), kernels/hetero_sampler_checks.h (the hetero op's)
 //   host kernels                   kernels/cpu/neighbor_sample.{h,cpp} (homogeneous),
 //                                  kernels/cpu/hetero_neighbor_sample.{h,cpp} (heterogeneous),
 //                                  kernels/cpu/neighbor_draws.h (their shared draws and passes)
-//   device kernel                  kernels/cuda/neighbor_sample.{h,cu} (hops, relabelling),
+//   device kernels                 kernels/cuda/neighbor_sample.{h,cu} (homogeneous and padded),
+//                                  kernels/cuda/hetero_neighbor_sample.{h,cu} (heterogeneous),
+//                                  kernels/cuda/neighbor_sample_hop.cuh (their hop kernels),
 //                                  kernels/cuda/neighbor_sample_draws.cuh (per-node draws)
-//   bindings                       binding/sampler.cpp (schema, CPU and CUDA),
-//                                  binding/hetero_sampler.cpp (iognn::hetero_neighbor_sample, CPU),
-//                                  binding/sampler_tensors.h (their tensor checks and outputs)
+//   bindings                       binding/sampler.cpp (schemas, CPU and CUDA, padded op),
+//                                  binding/hetero_sampler.cpp (iognn::hetero_neighbor_sample),
+//                                  binding/sampler_tensors.h (their tensor checks and outputs),
+//                                  binding/cuda/torch_arena.h (device memory of the CUDA kernels)
 //   Python                         python/iognn/sampler.py (PyG NeighborSampler subclass),
 //                                  python/iognn/loader.py (PyG NeighborLoader, LinkNeighborLoader
-//                                  with that sampler)
+//                                  with that sampler), python/iognn/padded_sampler.py (padded)
 //   tests                          tests/cpp/test_neighbor_sample.cpp,
 //                                  tests/cpp/test_hetero_neighbor_sample.cpp,
 //                                  tests/python/test_sampler.py, tests/python/test_sampler_hetero.py,
-//                                  tests/python/test_sampler_cuda.py (CUDA == CPU)
+//                                  tests/python/test_sampler_cuda.py,
+//                                  tests/python/test_sampler_hetero_cuda.py (CUDA == CPU),
+//                                  tests/python/test_padded_sampler.py
 //   timing                         scripts/profile_sampler.py
 //   docs                           docs/sampler.md
 #pragma once

@@ -9,10 +9,13 @@ import torch  # noqa: F401  (torch's libraries must be loaded before iognn._C)
 
 from . import _C  # noqa: F401  (registers torch.ops.iognn.*)
 from .graph import Graph, SelfLoops
+from .typed import TypedGraph
 from . import ops
+from . import dense, reorder
 from .accelerate import accelerate
 from .captured import CapturedStep
 
 __version__ = "0.1.0"
 
-__all__ = ["Graph", "SelfLoops", "ops", "accelerate", "CapturedStep", "__version__"]
+__all__ = ["Graph", "SelfLoops", "TypedGraph", "ops", "dense", "reorder", "accelerate",
+           "CapturedStep", "__version__"]

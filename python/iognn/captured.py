@@ -31,7 +31,10 @@ Rules of the replay, checked where they can be:
   with the same shape and dtype (new features, a new label vector); integer and boolean tensors
   (graph structure, labels, masks) must be the very objects of the capture or hold the same
   values, since a cached graph is derived from them; anything else is a ValueError. Non-tensor
-  arguments must be equal to the captured ones.
+  arguments must be equal to the captured ones. The positions named in ``volatile`` are copied in
+  whatever their dtype: integer arguments that change every step and from which nothing cached
+  is derived (the seeds of a sampled mini-batch whose blocks the step itself builds:
+  :mod:`iognn.padded_sampler`).
 - The returned loss is the capture's own tensor: read it (``float(loss)``) before the next call.
 - Everything cached that the capture reads (the Graphs and normalisations of its adjacencies) is
   kept alive and out of the caches' eviction for as long as the step lives.
@@ -44,7 +47,7 @@ Rules of the replay, checked where they can be:
 """
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -63,10 +66,13 @@ class CapturedStep:
         warmup: eager steps before the capture (at least 1: they build the graphs and optimizer
             state the capture then reuses).
         enabled: capture at all (default: when the parameters are on a CUDA device).
+        volatile: positions of tensor arguments copied into the capture on every call whatever
+            their dtype (see the rules above).
     """
 
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                 loss_fn: Callable[..., Tensor], warmup: int = 2, enabled: Optional[bool] = None):
+                 loss_fn: Callable[..., Tensor], warmup: int = 2, enabled: Optional[bool] = None,
+                 volatile: Sequence[int] = ()):
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"CapturedStep: model must be a torch.nn.Module, got "
                             f"{type(model).__name__}")
@@ -78,6 +84,10 @@ class CapturedStep:
         if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 1:
             raise ValueError(f"CapturedStep: warmup must be an int >= 1, got {warmup!r}")
         self.model, self.optimizer, self.loss_fn, self.warmup = model, optimizer, loss_fn, warmup
+        if any(not isinstance(i, int) or isinstance(i, bool) or i < 0 for i in volatile):
+            raise ValueError(f"CapturedStep: volatile must list argument positions (ints >= 0), "
+                             f"got {list(volatile)!r}")
+        self.volatile = frozenset(volatile)
         params = [p for group in optimizer.param_groups for p in group["params"]]
         on_cuda = bool(params) and all(p.is_cuda for p in params)
         self.enabled = on_cuda if enabled is None else bool(enabled)
@@ -171,7 +181,7 @@ class CapturedStep:
                     or new.device != old.device:
                 raise ValueError(f"CapturedStep: argument {i} must be a tensor of shape "
                                  f"{list(old.shape)}, {old.dtype} on {old.device} (as at capture)")
-            if new.is_floating_point() or new.is_complex():
+            if new.is_floating_point() or new.is_complex() or i in self.volatile:
                 old.copy_(new)
             elif not torch.equal(new, old):
                 raise ValueError(f"CapturedStep: argument {i} ({old.dtype}) differs from the "

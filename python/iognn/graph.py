@@ -97,6 +97,15 @@ def _resolve_size(edge_index: Tensor, size: Size) -> Tuple[int, int]:
     return num_src, num_dst
 
 
+def raise_deferred_error(error: Tensor, what: str = "edge_index") -> None:
+    """Raises the IndexError that deferred builds (``Graph(..., deferred_error=error)``) recorded in
+    ``error``, if any (reads it: a host synchronisation), naming the edge and the row of ``what``."""
+    code = int(error.item())
+    if code >= 0:
+        raise IndexError(f"{what}[{code & 1}] at edge {code >> 1} is out of range (found by a "
+                         f"deferred graph build)")
+
+
 class Graph:
     """An adjacency prepared for iognn's kernels.
 
@@ -107,32 +116,68 @@ class Graph:
         self_loops: a :class:`SelfLoops` mode (default KEEP).
         index_dtype: force ``torch.int64`` indices; by default int32 is used whenever every count
             fits, int64 otherwise.
+        deferred_error: build without waiting for the validation (no host synchronisation, so the
+            build can run inside a captured CUDA graph): an int64 tensor of one entry on
+            ``edge_index``'s device, holding -1. A bad index is not raised; on a GPU its code
+            (``2 * edge + row``, the smallest of all such builds) is stored there, and the graph is
+            left empty. Check the word with :func:`raise_deferred_error` where the host waits
+            anyway. Needs explicit ``num_nodes`` and ``self_loops='keep'`` (the sizes must not
+            depend on the data); ``max_degree_hints`` are then ``degree_bounds``. On the CPU the
+            build raises at once, as without it.
+        degree_bounds: with ``deferred_error``, upper bounds the caller knows on the longest in- and
+            out-row (``-1``: unknown, the default), which become the ops' hints (a sampled block's
+            in-degree is at most its fan-out: its ops then run without a heavy-row plan).
 
     Attributes:
         max_degree_hints: ``(max in-degree, max out-degree)`` as the build measured them (no extra
-            pass, no sync), or ``(-1, -1)`` for a Graph built inside ``torch.compile``. The CUDA
+            pass, no sync), or ``(-1, -1)`` for a Graph built inside ``torch.compile``, or a
+            deferred build's ``degree_bounds``. The CUDA
             ops take them as hints: on a graph without heavy rows each op is one kernel launch.
     """
 
     def __init__(self, edge_index: Tensor, num_nodes: Size = None,
                  self_loops: Union[SelfLoops, int, str] = SelfLoops.KEEP,
-                 index_dtype: Optional[torch.dtype] = None):
+                 index_dtype: Optional[torch.dtype] = None, *,
+                 deferred_error: Optional[Tensor] = None,
+                 degree_bounds: Tuple[int, int] = (-1, -1)):
         from .adjacency import plain_edge_index  # EdgeIndex subclasses become plain tensors
         edge_index = plain_edge_index(edge_index)
         _check_edge_index(edge_index)
         self.self_loops = _parse_self_loops(self_loops)
         if index_dtype not in (None, torch.int32, torch.int64):
             raise TypeError(f"index_dtype must be None, torch.int32 or torch.int64, got {index_dtype}")
+        if deferred_error is not None:
+            if num_nodes is None:
+                raise ValueError("Graph: a deferred build needs num_nodes (inferring them from "
+                                 "the indices waits for the device)")
+            if self.self_loops != SelfLoops.KEEP:
+                raise ValueError(f"Graph: a deferred build keeps self-loops as given "
+                                 f"(self_loops='keep'), got {self.self_loops.name.lower()!r}")
+        elif degree_bounds != (-1, -1):
+            raise ValueError("Graph: degree_bounds are for deferred builds (a build that waits "
+                             "measures the longest rows itself)")
+        if (not isinstance(degree_bounds, tuple) or len(degree_bounds) != 2
+                or any(not isinstance(b, int) or b < -1 for b in degree_bounds)):
+            raise ValueError(f"Graph: degree_bounds must be two ints >= -1, got {degree_bounds!r}")
         num_src, num_dst = _resolve_size(edge_index, num_nodes)
         compiling = torch.compiler.is_compiling()
+        force_int64 = index_dtype == torch.int64
+        if deferred_error is not None:
+            built = torch.ops.iognn.build_graph_deferred(edge_index, num_src, num_dst,
+                                                         deferred_error, force_int64)
+        else:
+            built = (build_graph_symint if compiling else torch.ops.iognn.build_graph)(
+                edge_index, num_src, num_dst, int(self.self_loops), force_int64)
         (self.rowptr, self.col, self.eid, self.colptr, self.row, self.csc2csr, self.edge_map,
-         max_degrees) = (build_graph_symint if compiling else torch.ops.iognn.build_graph)(
-            edge_index, num_src, num_dst, int(self.self_loops), index_dtype == torch.int64)
+         max_degrees) = built
         # The longest in / out rows, measured by the build (a host tensor: reading it costs no
         # sync). The CUDA ops take them as hints: a graph without heavy rows runs one launch per
-        # op. A graph built while compiling cannot read them (-1: the ops then plan for any row).
-        self.max_degree_hints: Tuple[int, int] = ((-1, -1) if compiling
-                                                  else tuple(max_degrees.tolist()))
+        # op. A graph built while compiling or deferred does not know them (-1: the ops then plan
+        # for any row).
+        self.max_degree_hints: Tuple[int, int] = (
+            degree_bounds if deferred_error is not None
+            else (-1, -1) if compiling else tuple(max_degrees.tolist()))
+        self._hints_exact = deferred_error is None
         self.num_src_nodes = num_src
         self.num_dst_nodes = num_dst
         self.num_input_edges = edge_index.size(1)
@@ -238,7 +283,7 @@ class Graph:
     @property
     def max_in_degree(self) -> int:
         known = self.max_degree_hints[0]
-        return known if known >= 0 else self.stats["max_in_degree"]
+        return known if known >= 0 and self._hints_exact else self.stats["max_in_degree"]
 
     # ---- edge values ------------------------------------------------------------------------
     def augment_edge_values(self, values: Optional[Tensor], fill_value=1.0) -> Optional[Tensor]:

@@ -18,6 +18,15 @@ later layer drops the last hop's nodes and edges) and normalises by degrees coun
 trimmed graph, as in PyG. The seeds' outputs are the whole batch's for SAGE and GAT.
 ``--no-trim`` runs every layer on the whole batch.
 
+**Captured steps** (the ``iognn captured`` row: CUDA, graph on the GPU, SAGE; ``--no-capture``
+leaves it out): the training batches come from :class:`iognn.padded_sampler.PaddedNeighborSampler`
+(the same sampling rules, fixed-shape buffers, its own draws), and the whole step (sampling,
+feature gather, block builds, forward, loss, backward, Adam) is one :class:`iognn.CapturedStep`
+replayed per batch with the batch's seeds copied in: no host synchronisation and one graph
+launch per batch. The capture (two eager steps and the capture itself) runs on the first batch
+before the first epoch, untimed, and its parameter and optimizer updates are undone. Its epochs
+have no split (the replay does all parts) and their batches are not those of the other rows.
+
 **Evaluation**: after each epoch, accuracy of the seeds' predictions over a loader of the same
 fan-out on the validation nodes and on the test nodes (at most ``--eval-test-nodes`` of them: a
 fixed random subset, the same for every implementation); the test accuracy reported is that of
@@ -49,8 +58,9 @@ import torch.nn.functional as F
 
 from .blocks import block_graphs, block_sizes
 from .graph import Graph, SelfLoops
-from .train import PeakMemory, build_convs, build_models, pick_device, report_config, text_table
+from .train import CAPTURED, PeakMemory, build_convs, build_models, pick_device, report_config
 from .train import MINIBATCH_MODELS as MODELS
+from .train import text_table
 SPLIT_SYNCED = ("host clock at the split points, device synchronised at each of them "
                 "(--profile-split)")
 SPLIT_EPOCH = ("host clock at the split points, device synchronised at the end of the epoch only: "
@@ -61,6 +71,8 @@ SPLIT_EPOCH = ("host clock at the split points, device synchronised at the end o
 STACK_MODES = ("blocks", "trim", "full")
 # Models whose layers take bipartite input, so run on blocks, and their layers' self-loop mode.
 BLOCK_LOOPS = {"sage": SelfLoops.KEEP, "gat": SelfLoops.REPLACE}
+# Models whose padded blocks build without a host synchronisation (self-loops kept as given).
+CAPTURED_MODELS = tuple(m for m, loops in BLOCK_LOOPS.items() if loops == SelfLoops.KEEP)
 
 class LayerStack(torch.nn.Module):
     """One convolution per hop: ``conv_L(... relu(conv_1(dropout(x))) ...)``, each hidden layer
@@ -170,9 +182,12 @@ def make_sampler(data, num_neighbors: Sequence[int]):
     """One :class:`iognn.sampler.NeighborSampler` (its CSC) shared by every loader of a run;
     a graph stored sorted by destination (synthetic-products) skips the CSC sort."""
     from .sampler import NeighborSampler
+    return NeighborSampler(data, list(num_neighbors), is_sorted=is_sorted_by_destination(data))
+
+
+def is_sorted_by_destination(data) -> bool:
     col = data.edge_index[1]
-    is_sorted = bool((col[1:] >= col[:-1]).all()) if col.numel() > 1 else True
-    return NeighborSampler(data, list(num_neighbors), is_sorted=is_sorted)
+    return bool((col[1:] >= col[:-1]).all()) if col.numel() > 1 else True
 
 
 def make_loader(data, sampler, seeds: torch.Tensor, config: LoaderConfig, shuffle: bool,
@@ -264,6 +279,81 @@ def run_epoch(model, optimizer, loader, randomness: SamplingRandomness, device: 
     return times
 
 
+class CapturedEpochs:
+    """Training epochs whose step (padded sampling through Adam) is one replayed CUDA graph (module
+    note). The model must be a :class:`LayerStack` on blocks whose layers take self-loops as given
+    (SAGE), on the graph's CUDA device."""
+
+    def __init__(self, model: LayerStack, optimizer, data, config: LoaderConfig):
+        from .captured import CapturedStep
+        from .padded_sampler import PaddedNeighborSampler
+        if model.mode != "blocks" or model.graph_loops not in (None, SelfLoops.KEEP):
+            raise ValueError("captured mini-batch steps need layers on blocks that keep "
+                             "self-loops as given (sage)")
+        self.model, self.optimizer, self.x, self.y = model, optimizer, data.x, data.y
+        self.batch_size = config.batch_size
+        self.sampler = PaddedNeighborSampler(data, config.num_neighbors, config.batch_size,
+                                             is_sorted=is_sorted_by_destination(data),
+                                             seed=config.seed)
+        self.step = CapturedStep(model, optimizer, self._loss, volatile=(0, 1))
+
+    def _loss(self, model, seed, valid):
+        sample = self.sampler.sample(seed)
+        graphs = sample.block_graphs(len(model.convs)) if model.graph_loops is not None else None
+        out = model(sample.gather(self.x), sample.edge_index, sample.node_capacity,
+                    sample.edge_capacity, graphs)
+        labels = torch.where(valid, self.y.index_select(0, seed), -100)
+        return F.cross_entropy(sample.seed_rows(out), labels, ignore_index=-100)
+
+    def _batches(self, seeds: torch.Tensor):
+        device, size = self.x.device, self.batch_size
+        for start in range(0, seeds.numel(), size):
+            seed = seeds[start:start + size].to(device, non_blocking=True)
+            valid = torch.ones(size, dtype=torch.bool, device=device)
+            if seed.numel() < size:  # the last batch: padded with its first seed, not counted
+                valid[seed.numel():] = False
+                seed = torch.cat([seed, seed[:1].expand(size - seed.numel())])
+            yield seed, valid
+
+    def capture(self, seeds: torch.Tensor) -> None:
+        """Warms up and captures the step on the first batch of ``seeds``, then undoes the
+        updates those steps made (parameters, optimizer state, the sampler's key)."""
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        saved = [p.detach().clone() for p in params]
+        key = self.sampler.key.clone()
+        seed, valid = next(self._batches(seeds))
+        while not self.step.captured:
+            self.step(seed, valid)
+        with torch.no_grad():
+            for p, value in zip(params, saved):
+                p.copy_(value)
+            for state in self.optimizer.state.values():  # Adam's state starts at zero
+                for value in state.values():
+                    if isinstance(value, torch.Tensor):
+                        value.zero_()
+        self.sampler.key.copy_(key)
+        self.sampler.check()
+
+    def epoch(self, seeds: torch.Tensor, bar=None) -> EpochTimes:
+        """One epoch over ``seeds`` (shuffled by the caller); the device checks are read once,
+        at its end."""
+        times = EpochTimes()
+        device = self.x.device
+        _sync(device)
+        start = time.perf_counter()
+        for seed, valid in self._batches(seeds):
+            loss = self.step(seed, valid)
+            times.batches += 1
+            if bar is not None:
+                bar.update()
+        _sync(device)
+        times.epoch_s = times.compute_s = time.perf_counter() - start
+        self.sampler.check()
+        if times.batches:
+            times.loss = float(loss)
+        return times
+
+
 @torch.no_grad()
 def evaluate(model, loader, randomness: SamplingRandomness, device: torch.device) -> float:
     """Accuracy of the seeds' predictions over every batch of ``loader``."""
@@ -317,8 +407,10 @@ def eval_seeds(data, max_test: int, seed: int):
 
 def train_minibatch(name: str, model: torch.nn.Module, data, sampler, config: LoaderConfig,
                     epochs: int, lr: float, weight_decay: float, device: torch.device,
-                    max_test: int, profile_split: bool = False, progress: bool = True):
-    """Trains ``model`` for ``epochs`` epochs; returns ``(MiniBatchResult, memory method)``."""
+                    max_test: int, profile_split: bool = False, progress: bool = True,
+                    captured: bool = False):
+    """Trains ``model`` for ``epochs`` epochs (``captured``: with :class:`CapturedEpochs`);
+    returns ``(MiniBatchResult, memory method)``."""
     from ._progress import progress_bar
     train_seeds = data.train_mask.nonzero().view(-1)
     val_seeds, test_seeds = eval_seeds(data, max_test, config.seed)
@@ -328,6 +420,10 @@ def train_minibatch(name: str, model: torch.nn.Module, data, sampler, config: Lo
                     for s in (val_seeds, test_seeds)]
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     warm_up(model, train_loader, train_seeds, device)
+    if captured:
+        model.train()
+        runner = CapturedEpochs(model, optimizer, data, config)
+        runner.capture(train_seeds)
     torch.manual_seed(config.seed)
     best_val, best_test, best_epoch = -1.0, 0.0, 0
     digest, epoch_times = hashlib.sha1(), []
@@ -336,8 +432,12 @@ def train_minibatch(name: str, model: torch.nn.Module, data, sampler, config: Lo
             model.train()
             bar = progress_bar(total=len(train_loader), desc=f"{name:>5} epoch {epoch}",
                                unit="batch", enabled=progress)
-            times = run_epoch(model, optimizer, train_loader, randomness, device,
-                              profile_split, bar)
+            if captured:
+                order = torch.randperm(train_seeds.numel(), generator=randomness.shuffle)
+                times = runner.epoch(train_seeds[order.to(train_seeds.device)], bar)
+            else:
+                times = run_epoch(model, optimizer, train_loader, randomness, device,
+                                  profile_split, bar)
             val, test = (evaluate(model, loader, randomness, device) for loader in eval_loaders)
             if val > best_val:
                 best_val, best_test, best_epoch = val, test, epoch
@@ -431,7 +531,13 @@ def run_minibatch_training(args) -> dict:
         return build_stack(model, layers, in_channels, hidden, classes, hops,
                            trim=not args.no_trim, **kwargs)
 
-    models = build_models(args, data.num_features, num_classes, build=build)
+    captured = (device.type == "cuda" and graph_device == device and not args.no_capture
+                and args.model in CAPTURED_MODELS and not args.no_trim
+                and min(args.num_neighbors, default=0) >= 0)
+    if device.type == "cuda" and not args.no_capture and not captured:
+        print(f"notice: no captured row (it needs the graph on the model's GPU, fan-outs >= 0 "
+              f"and --model {' or '.join(CAPTURED_MODELS)} on blocks)", file=sys.stderr)
+    models = build_models(args, data.num_features, num_classes, captured, build=build)
     workers = args.num_workers
     if workers and graph_device.type == "cuda":
         print("notice: --num-workers is for a graph on the host; the loader samples the GPU's "
@@ -450,7 +556,7 @@ def run_minibatch_training(args) -> dict:
         result, memory_metric = train_minibatch(
             name, model.to(device), data, sampler, config, args.epochs, args.lr,
             args.weight_decay, device, args.eval_test_nodes, args.profile_split,
-            progress=not args.no_progress)
+            progress=not args.no_progress, captured=name == CAPTURED)
         results.append(result)
     report_args = report_config(args)
     report_args.update(device=str(device), graph_device=str(graph_device))
@@ -467,12 +573,16 @@ def format_table(report: dict) -> str:
              str(r["best_epoch"]), f"{r['epoch_s']:.3f}", f"{r['sampling_s']:.3f}",
              f"{r['transfer_s']:.3f}", f"{r['compute_s']:.3f}", str(r["batches"]),
              f"{r['peak_memory_mib']:.1f}") for r in report["results"]]
-    same = len({r["batch_digest"] for r in report["results"]}) == 1
+    loaded = [r for r in report["results"] if r["implementation"] != CAPTURED]
+    same = len({r["batch_digest"] for r in loaded}) == 1
     notes = [TIME_NOTE, f"split: {report['split_metric']}",
              f"peak MiB: {report['memory_metric']}",
              "accuracy: seeds' predictions over sampled neighbourhoods of the same fan-out "
              "(validation nodes; test nodes at the best validation epoch)"]
-    if len(report["results"]) > 1:
+    if len(loaded) > 1:
         notes.append("batches: " + ("the same for every implementation" if same else
                                     "DIFFERENT between implementations"))
+    if len(loaded) < len(report["results"]):
+        notes.append(f"{CAPTURED}: padded batches of its own sampler, one replayed CUDA graph per "
+                     f"step (no split: sampling, gather and compute in one replay)")
     return text_table(header, rows, notes)

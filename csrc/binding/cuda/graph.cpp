@@ -3,6 +3,7 @@
 // outputs are allocated for the capacity (E' as if the input had no self-loops) before the build
 // and narrowed to the true E' after its single synchronisation, so a build is one kernel launch
 // and one sync. The longest rows come back with the sizes (the ops' schedule hints).
+// iognn::build_graph_deferred: the same launch without the sync (core/graph_cuda.h).
 // graph_stats stays CPU-only: Graph.stats passes it host copies of the offset vectors.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -21,8 +22,10 @@ at::Tensor device_workspace(size_t bytes, const at::Tensor& edge_index) {
   return at::empty({int64_t(bytes)}, edge_index.options().dtype(at::kByte));
 }
 
-BuildGraphOutputs build_graph_cuda(const at::Tensor& edge_index, int64_t num_src, int64_t num_dst,
-                              int64_t self_loops, bool force_int64) {
+// deferred_error: null, or a deferred build's error word (binding/graph.cpp's build_graph_deferred).
+BuildGraphOutputs build_graph_on_device(const at::Tensor& edge_index, int64_t num_src,
+                                        int64_t num_dst, int64_t self_loops, bool force_int64,
+                                        const at::Tensor* deferred_error) {
   const SelfLoops mode = check_build_graph_args(edge_index, self_loops);
   const c10::cuda::CUDAGuard device_guard(edge_index.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(edge_index.device().index()).stream();
@@ -40,8 +43,12 @@ BuildGraphOutputs build_graph_cuda(const at::Tensor& edge_index, int64_t num_src
     sz = translate_errors([&] {
       const at::Tensor ws =
           device_workspace(iognn::cuda::build_graph_workspace_bytes<I>(cap), edge_index);
-      return iognn::cuda::build_graph_cuda<I>(view, cap, mode, graph_arrays<I>(out), ws.data_ptr(),
-                                              size_t(ws.numel()), stream, &degrees);
+      return iognn::cuda::build_graph_cuda<I>(
+          view, cap, mode, graph_arrays<I>(out), ws.data_ptr(), size_t(ws.numel()), stream,
+          &degrees,
+          deferred_error
+              ? reinterpret_cast<unsigned long long*>(deferred_error->data_ptr<int64_t>())
+              : nullptr);
     });
   });
   auto& [rowptr, col, eid, colptr, row, csc2csr, edge_map] = out;
@@ -53,8 +60,23 @@ BuildGraphOutputs build_graph_cuda(const at::Tensor& edge_index, int64_t num_src
   return with_max_degrees(std::move(out), degrees.max_in, degrees.max_out);
 }
 
+BuildGraphOutputs build_graph_cuda(const at::Tensor& edge_index, int64_t num_src, int64_t num_dst,
+                                   int64_t self_loops, bool force_int64) {
+  return build_graph_on_device(edge_index, num_src, num_dst, self_loops, force_int64, nullptr);
+}
+
+BuildGraphOutputs build_graph_deferred_cuda(const at::Tensor& edge_index, int64_t num_src,
+                                            int64_t num_dst, const at::Tensor& error,
+                                            bool force_int64) {
+  check_deferred_error_word(error, edge_index);
+  return build_graph_on_device(edge_index, num_src, num_dst, 0, force_int64, &error);
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(iognn, CUDA, m) { m.impl("build_graph", &build_graph_cuda); }
+TORCH_LIBRARY_IMPL(iognn, CUDA, m) {
+  m.impl("build_graph", &build_graph_cuda);
+  m.impl("build_graph_deferred", &build_graph_deferred_cuda);
+}
 
 }  // namespace iognn::torch_ext

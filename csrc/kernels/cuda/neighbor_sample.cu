@@ -15,6 +15,10 @@
 // them: the sizes kernel runs over an upper bound (the previous hop's edge count) and reads the
 // count on the device. So the host waits once per hop, and once more for the last hop's new nodes.
 //
+// Padded sampling (kernels/sampler_types.h) runs the same kernels over the hops' capacities, with
+// each hop's frontier (first local id, count) in a device cursor that a one-thread kernel advances,
+// the hop's edge count read from its scan, and the key from a device scalar: no host wait at all.
+//
 // Errors: the kernels record the first offending seed, frontier node or edge (atomicMin of its
 // index); the host, after the wait that reports it, reads that one item back and raises the host
 // kernel's error through the same checks (kernels/sampler_checks.h), in the host kernel's order.
@@ -39,6 +43,30 @@ namespace iognn::cuda {
 namespace {
 
 using namespace sampler_detail;
+
+// Padded sampling: the seeds' frontier and count (before the seed kernel's table entries matter).
+__global__ void start_padded_kernel(Cursor* cursor, long long* num_seed_nodes, int64_t num_seeds) {
+  *cursor = {0, num_seeds};
+  *num_seed_nodes = num_seeds;
+}
+
+// Padded sampling, after hop h: the next frontier (the hop's new nodes) and the hop's counts.
+__global__ void advance_kernel(Cursor* cursor, const long long* hop_edges, const long long* new_nodes,
+                               long long* num_new_nodes, long long* num_hop_edges) {
+  const Cursor c = cursor[0];
+  cursor[1] = {c.first + c.count, *new_nodes};
+  *num_new_nodes = *new_nodes;
+  *num_hop_edges = *hop_edges;
+}
+
+// Padded sampling's end: the first failed check's code into the caller's error word.
+__global__ void fold_errors_kernel(const Status* status, unsigned long long* error) {
+  const word_t code = status->bad_seed != kNone       ? word_t(kPaddedBadSeed)
+                      : status->bad_frontier != kNone ? word_t(kPaddedBadGraph)
+                      : status->bad_edge != kNone     ? word_t(kPaddedBadNeighbor)
+                                                      : kNone;
+  if (code != kNone) atomicMin(error, code);
+}
 
 template <typename index_t>
 class DeviceSampler : DeviceCall {
@@ -146,6 +174,89 @@ class DeviceSampler : DeviceCall {
     return out;
   }
 
+  // The padded sample (kernels/sampler_types.h): the hops above over their capacities, with no
+  // host wait; errors go to *error.
+  DeviceSubgraph<index_t> run_padded(const int64_t* device_rng_seed, unsigned long long* error) {
+    const std::vector<int64_t> caps = padded_hop_capacities(
+        names_.op, num_seeds_, fan_outs_, int64_t(std::numeric_limits<index_t>::max()));
+    int64_t edge_cap = 0;
+    for (const int64_t c : caps) edge_cap += c;
+    const int64_t node_cap = num_seeds_ + edge_cap, hops = int64_t(caps.size());
+    g_.device_rng_seed = device_rng_seed;
+    status_ = allocate<Status>(1);
+    IOGNN_CUDA_CHECK(cudaMemsetAsync(status_, 0xFF, sizeof(Status), stream_));
+    reserve(node_, 0, node_cap);
+    if (g_.disjoint) reserve(batch_, 0, node_cap);
+    for (Buffer<index_t>* b : {&edge_, &col_, &row_}) reserve(*b, 0, edge_cap);
+    for (Buffer<index_t>* b : {&node_, &batch_, &edge_, &col_, &row_})  // -1 where unused
+      if (b->data)
+        IOGNN_CUDA_CHECK(cudaMemsetAsync(b->data, 0xFF, size_t(b->capacity) * sizeof(index_t),
+                                         stream_));
+    make_table(node_cap);
+    int64_t* tree_time = nullptr;
+    if (g_.node_time || g_.edge_time) tree_time = allocate<int64_t>(num_seeds_);
+    g_.tree_time = tree_time;
+    Cursor* cursors = allocate<Cursor>(hops + 1);
+    long long* counts_out = allocate<long long>(2 * hops + 1);  // nodes per hop, then edges
+    start_padded_kernel<<<1, 1, 0, stream_>>>(cursors, counts_out, num_seeds_);
+    IOGNN_CUDA_CHECK_LAUNCH("neighbor_sample_padded start_padded_kernel");
+    seed_kernel<<<grid_for(num_seeds_, kThreads), kThreads, 0, stream_>>>(
+        g_, seed_, num_seeds_, options_.seed_time, table_, node_.data, batch_.data, tree_time,
+        status_);
+    IOGNN_CUDA_CHECK_LAUNCH("neighbor_sample_padded seed_kernel");
+
+    int64_t base = 0, bound = num_seeds_;  // the hop's first edge slot; its frontier's capacity
+    for (int64_t h = 0; h < hops; ++h) {
+      const int64_t k = fan_outs_[size_t(h)], cap = caps[size_t(h)];
+      long long* counts = allocate<long long>(bound + 1);
+      long long* offsets = allocate<long long>(bound + 1);
+      long long* populations = allocate<long long>(bound + 1);
+      sizes_kernel<<<grid_for(bound + 1, kWarpsPerBlock), kThreads, 0, stream_>>>(
+          g_, node_.data, batch_.data, 0, bound, nullptr, 0, k, counts, populations, status_,
+          cursors + h);
+      IOGNN_CUDA_CHECK_LAUNCH("neighbor_sample_padded sizes_kernel");
+      exclusive_sum(counts, offsets, bound + 1);
+      const long long* hop_edges = offsets + bound;
+      long long* slot_of = allocate<long long>(cap);
+      long long* new_rank = allocate<long long>(cap + 1);
+      if (bound > 0 && cap > 0) {
+        draw_kernel<<<grid_for(bound, kWarpsPerBlock), kThreads, 0, stream_>>>(
+            g_, node_.data, batch_.data, 0, bound, k, offsets, populations, edge_.data + base,
+            col_.data + base, table_, slot_of, status_, cursors + h);
+        IOGNN_CUDA_CHECK_LAUNCH("neighbor_sample_padded draw_kernel");
+      }
+      exclusive_sum(thrust::make_transform_iterator(
+                        thrust::counting_iterator<int64_t>(0),
+                        FirstOccurrence{slot_of, table_.values, cap, hop_edges}),
+                    new_rank, cap + 1);
+      if (cap > 0) {
+        assign_kernel<<<grid_for(cap, kThreads), kThreads, 0, stream_>>>(
+            g_, edge_.data + base, col_.data + base, row_.data + base, cap, slot_of, new_rank,
+            table_, 0, node_.data, batch_.data, status_, static_cast<const index_t*>(nullptr),
+            hop_edges, cursors + h);
+        IOGNN_CUDA_CHECK_LAUNCH("neighbor_sample_padded assign_kernel");
+      }
+      advance_kernel<<<1, 1, 0, stream_>>>(cursors + h, hop_edges, new_rank + cap,
+                                           counts_out + h + 1, counts_out + hops + 1 + h);
+      IOGNN_CUDA_CHECK_LAUNCH("neighbor_sample_padded advance_kernel");
+      base += cap;
+      bound = cap;
+    }
+    fold_errors_kernel<<<1, 1, 0, stream_>>>(status_, error);
+    IOGNN_CUDA_CHECK_LAUNCH("neighbor_sample_padded fold_errors_kernel");
+
+    DeviceSubgraph<index_t> out;
+    out.row = row_.data;
+    out.col = col_.data;
+    out.edge = edge_.data;
+    out.node = node_.data;
+    out.batch = batch_.data;
+    out.num_edges = edge_cap;
+    out.num_nodes = node_cap;
+    out.device_counts = counts_out;
+    return out;
+  }
+
  private:
   // The key table: dense or hashed (make_key_table), over (seed, node) keys with disjoint.
   int64_t num_keys() const { return (g_.disjoint ? num_seeds_ : 1) * g_.num_nodes; }
@@ -235,6 +346,23 @@ DeviceSubgraph<index_t> neighbor_sample(const SampleGraph<index_t>& graph,
   return DeviceSampler<index_t>(graph, num_neighbors, options, arena, stream).run();
 }
 
+template <typename index_t>
+DeviceSubgraph<index_t> neighbor_sample_padded(const SampleGraph<index_t>& graph,
+                                               const std::vector<int64_t>& num_neighbors,
+                                               const NeighborSampleOptions& options,
+                                               const int64_t* device_rng_seed,
+                                               unsigned long long* error, DeviceArena& arena,
+                                               cudaStream_t stream) {
+  const int64_t num_nodes = graph.num_nodes;
+  check_sample_num_nodes(num_nodes);
+  const CscNames names = graph_names(num_nodes);
+  check_sample_fan_outs(names.op, "num_neighbors", num_neighbors);
+  check_sample_temporal_options(options);
+  check_sample_key_space(names.op, num_nodes, options.disjoint ? graph.num_seeds : 1);
+  return DeviceSampler<index_t>(graph, num_neighbors, options, arena, stream)
+      .run_padded(device_rng_seed, error);
+}
+
 template DeviceSubgraph<int32_t> neighbor_sample<int32_t>(const SampleGraph<int32_t>&,
                                                           const std::vector<int64_t>&,
                                                           const NeighborSampleOptions&,
@@ -243,5 +371,12 @@ template DeviceSubgraph<int64_t> neighbor_sample<int64_t>(const SampleGraph<int6
                                                           const std::vector<int64_t>&,
                                                           const NeighborSampleOptions&,
                                                           DeviceArena&, cudaStream_t);
+#define IOGNN_INSTANTIATE_PADDED(index_t)                                                     \
+  template DeviceSubgraph<index_t> neighbor_sample_padded<index_t>(                           \
+      const SampleGraph<index_t>&, const std::vector<int64_t>&, const NeighborSampleOptions&, \
+      const int64_t*, unsigned long long*, DeviceArena&, cudaStream_t);
+IOGNN_INSTANTIATE_PADDED(int32_t)
+IOGNN_INSTANTIATE_PADDED(int64_t)
+#undef IOGNN_INSTANTIATE_PADDED
 
 }  // namespace iognn::cuda

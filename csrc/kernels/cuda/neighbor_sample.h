@@ -36,6 +36,9 @@ struct DeviceSubgraph {
   index_t* batch = nullptr;
   int64_t num_edges = 0, num_nodes = 0;
   std::vector<int64_t> num_sampled_nodes, num_sampled_edges;
+  // Padded sampling: num_sampled_nodes (hops + 1 entries) then num_sampled_edges (hops), in a
+  // block of the arena; the host vectors above stay empty.
+  long long* device_counts = nullptr;
 };
 
 // The graph (CSC: colptr [num_nodes + 1], row [num_edges]) and the seeds, in device memory.
@@ -56,5 +59,18 @@ DeviceSubgraph<index_t> neighbor_sample(const SampleGraph<index_t>& graph,
                                         const std::vector<int64_t>& num_neighbors,
                                         const NeighborSampleOptions& options, DeviceArena& arena,
                                         cudaStream_t stream);
+
+// The padded sample (kernels/sampler_types.h) on `stream`, with no host synchronisation (and so
+// capturable in a CUDA graph): outputs sized by the seed count and the fan-outs, the key read from
+// *device_rng_seed (device memory), and the first failed check's PaddedSampleError folded into
+// *error (device memory, ~0 for none) with atomicMin. Host-side argument errors (a fan-out of -1,
+// capacities beyond index_t, the temporal options) are thrown.
+template <typename index_t>
+DeviceSubgraph<index_t> neighbor_sample_padded(const SampleGraph<index_t>& graph,
+                                               const std::vector<int64_t>& num_neighbors,
+                                               const NeighborSampleOptions& options,
+                                               const int64_t* device_rng_seed,
+                                               unsigned long long* error, DeviceArena& arena,
+                                               cudaStream_t stream);
 
 }  // namespace iognn::cuda

@@ -59,6 +59,11 @@ struct Report {
   long long new_nodes;  // new nodes of the hop before it
 };
 
+// A padded hop's frontier: local ids [first, first + count), known only on the device.
+struct Cursor {
+  long long first, count;
+};
+
 // Key -> word. Dense: the key is the slot. Hashed: open addressing with linear probing, keys
 // inserted by compare-and-swap, at most half full.
 struct KeyTable {
@@ -94,6 +99,7 @@ struct Graph {
   bool replace, disjoint, last;
   uint64_t rng_seed;
   int64_t num_dst = -1;  // colptr's nodes (a heterogeneous edge type's destinations), or -1
+  const int64_t* device_rng_seed = nullptr;  // padded sampling: the key, read by the draws
 
   __device__ bool temporal() const { return node_time || edge_time; }
   __device__ int64_t destinations() const { return num_dst < 0 ? num_nodes : num_dst; }
@@ -172,13 +178,19 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Population (counts[i] = sample size, populations[i] = before the 'last' cut) of frontier entry
-// i < count, local id first + i; entries count .. bound get 0. count is *device_count when given.
+// i < count, local id first + i; entries count .. bound get 0. count is *device_count when given;
+// first and count are the cursor's when given (padded sampling).
 template <typename index_t>
 __global__ void __launch_bounds__(kThreads)
     sizes_kernel(Graph<index_t> g, const index_t* node, const index_t* batch, int64_t first,
                  int64_t bound, const long long* device_count, int64_t count, int64_t k,
-                 long long* counts, long long* populations, Status* status) {
+                 long long* counts, long long* populations, Status* status,
+                 const Cursor* cursor = nullptr) {
   if (device_count) count = *device_count;
+  if (cursor) {
+    first = cursor->first;
+    count = cursor->count;
+  }
   const int lane = lane_id();
   for (int64_t i = global_warp(); i <= bound; i += warp_stride()) {
     long long population = 0;
@@ -263,12 +275,18 @@ __device__ void draw_node(const Graph<index_t>& g, int64_t lo, int64_t hi, int64
 
 // The draws of frontier entries i < count (local id first + i) into edge[offsets[i] ..), their
 // col entries, and each sampled neighbour's claim (slot_of[e]: its table slot, -1 for a row value
-// out of range).
+// out of range). With a cursor (padded sampling) count is a bound and the cursor has the frontier.
 template <typename index_t>
 __global__ void __launch_bounds__(kThreads)
     draw_kernel(Graph<index_t> g, const index_t* node, const index_t* batch, int64_t first,
                 int64_t count, int64_t k, const long long* offsets, const long long* populations,
-                index_t* edge, index_t* col, KeyTable table, long long* slot_of, Status* status) {
+                index_t* edge, index_t* col, KeyTable table, long long* slot_of, Status* status,
+                const Cursor* cursor = nullptr) {
+  if (cursor) {
+    first = cursor->first;
+    count = min(count, int64_t(cursor->count));
+  }
+  if (g.device_rng_seed) g.rng_seed = uint64_t(*g.device_rng_seed);
   const int lane = lane_id();
   for (int64_t i = global_warp(); i < count; i += warp_stride()) {
     const int64_t v = node[first + i];
@@ -293,26 +311,35 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // 1 for the hop edges that are their key's first occurrence (the claim they won), else 0.
+// (hop_edges is a bound when device_hop_edges, the count, is given.)
 struct FirstOccurrence {
   const long long* slot_of;
   const word_t* values;
   int64_t hop_edges;
+  const long long* device_hop_edges = nullptr;
   __host__ __device__ long long operator()(int64_t e) const {
-    if (e >= hop_edges || slot_of[e] < 0) return 0;
+    if (e >= hop_edges || (device_hop_edges && e >= *device_hop_edges) || slot_of[e] < 0)
+      return 0;
     return values[slot_of[e]] == (kPending | word_t(e)) ? 1 : 0;
   }
 };
 
 // row[e] of every hop edge; node / batch of the new local ids next_id + new_rank[e]. A new node's
 // tree is its frontier node's: col_batch[col[e]] (batch when null: the frontier's nodes are the
-// new nodes' type).
+// new nodes' type). With a cursor (padded sampling) hop_edges is a bound, the count is
+// *device_hop_edges and next_id follows the cursor's frontier.
 template <typename index_t>
 __global__ void __launch_bounds__(kThreads)
     assign_kernel(Graph<index_t> g, const index_t* edge, const index_t* col, index_t* row_out,
                   int64_t hop_edges, const long long* slot_of, const long long* new_rank,
                   KeyTable table, int64_t next_id, index_t* node, index_t* batch,
-                  Status* status, const index_t* col_batch = nullptr) {
+                  Status* status, const index_t* col_batch = nullptr,
+                  const long long* device_hop_edges = nullptr, const Cursor* cursor = nullptr) {
   if (!col_batch) col_batch = batch;
+  if (cursor) {
+    hop_edges = min(hop_edges, int64_t(*device_hop_edges));
+    next_id = cursor->first + cursor->count;
+  }
   for (int64_t e = global_thread(); e < hop_edges; e += thread_stride()) {
     const long long s = slot_of[e];
     if (s < 0) continue;

@@ -11,9 +11,11 @@ from .aggr import (Aggregation, DegreeScalerAggregation, MaxAggregation, MeanAgg
 from ._graph import forget_graphs
 from .conv import (GATConv, GATv2Conv, GCNConv, GINConv, GINEConv, GraphConv, PNAConv, SAGEConv,
                    TransformerConv)
+from .conv import FastRGCNConv, RGCNConv
 from .linear import Linear
 
 __all__ = ["Linear", "GCNConv", "SAGEConv", "GINConv", "GINEConv", "GraphConv", "GATConv",
            "GATv2Conv", "TransformerConv", "PNAConv", "aggr", "Aggregation", "SumAggregation",
            "MeanAggregation", "MinAggregation", "MaxAggregation", "VarAggregation",
            "StdAggregation", "MultiAggregation", "DegreeScalerAggregation", "forget_graphs"]
+__all__ += ["RGCNConv", "FastRGCNConv"]

@@ -4,6 +4,7 @@ and autograd formulas (``csrc/binding/autograd``) are C++."""
 from .attention import gat_attention, gatv2_attention, transformer_attention
 from .propagate import gcn_norm, propagate
 from .segment_reduce import segment_reduce
+from .typed_propagate import typed_propagate
 
 __all__ = ["propagate", "gcn_norm", "segment_reduce", "gat_attention", "gatv2_attention",
-           "transformer_attention"]
+           "transformer_attention", "typed_propagate"]

@@ -14,8 +14,10 @@ from .gcn_conv import GCNConv
 from .gin_conv import GINConv, GINEConv
 from .graph_conv import GraphConv
 from .pna_conv import PNAConv
+from .rgcn_conv import FastRGCNConv, RGCNConv
 from .sage_conv import SAGEConv
 from .transformer_conv import TransformerConv
 
 __all__ = ["GCNConv", "SAGEConv", "GINConv", "GINEConv", "GraphConv", "GATConv", "GATv2Conv",
            "TransformerConv", "PNAConv"]
+__all__ += ["RGCNConv", "FastRGCNConv"]
