@@ -12,20 +12,28 @@
 //   row[t], col[t], edge_id[t]  edge type t's local ids of neighbour (src type) and frontier node
 //             (dst type), and its CSC positions
 //   num_sampled_nodes [len(num_nodes) * (num_hops + 1)], num_sampled_edges [len(colptrs) * num_hops]
-// all index tensors in the graph's one index dtype (int64 when there is no index tensor).
-// CPU only (a CUDA input raises NotImplementedError); no Meta kernel, no autograd (as
-// iognn::neighbor_sample).
+// all index tensors in the graph's one index dtype (int64 when there is no index tensor), on the
+// graph's device. CPU and CUDA (kernels/cuda/hetero_neighbor_sample.h; every tensor on the device
+// of the first of colptrs, seeds and the optional lists' tensors); no Meta kernel, no autograd
+// (as iognn::neighbor_sample).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "binding/sampler_tensors.h"
 #include "binding/utils.h"
 #include "kernels/cpu/hetero_neighbor_sample.h"
+#if defined(IOGNN_CUDA_BINDING)
+#include "binding/cuda/device_scope.h"
+#include "binding/cuda/torch_arena.h"
+#include "kernels/cuda/hetero_neighbor_sample.h"
+#endif
 
 namespace iognn::torch_ext {
 namespace {
@@ -33,6 +41,7 @@ namespace {
 constexpr const char* kHeteroNeighborSample = "iognn::hetero_neighbor_sample";
 
 using OptionalTensors = c10::List<std::optional<at::Tensor>>;
+using NamedOptionalTensors = std::pair<const OptionalTensors*, const char*>;
 using HeteroSampleOutputs =
     std::tuple<std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>,
                std::vector<at::Tensor>, std::vector<int64_t>, std::vector<int64_t>>;
@@ -61,7 +70,107 @@ const int64_t* time_at(const std::vector<std::optional<at::Tensor>>& times, size
   return times.empty() ? nullptr : optional_cptr<int64_t>(times[i]);
 }
 
-HeteroSampleOutputs hetero_neighbor_sample_cpu(
+// Node type n's outputs: its ids (with disjoint: (tree, id) pairs) and its counts per hop.
+void append_node_type(HeteroSampleOutputs& out, at::Tensor node, const at::Tensor& batch,
+                      bool disjoint, const std::vector<int64_t>& num_sampled_nodes) {
+  std::get<0>(out).push_back(disjoint ? at::stack({batch, node}, 1) : std::move(node));
+  std::get<4>(out).insert(std::get<4>(out).end(), num_sampled_nodes.begin(),
+                          num_sampled_nodes.end());
+}
+
+// Edge type t's outputs and its counts per hop.
+void append_edge_type(HeteroSampleOutputs& out, at::Tensor row, at::Tensor col, at::Tensor edge,
+                      const std::vector<int64_t>& num_sampled_edges) {
+  std::get<1>(out).push_back(std::move(row));
+  std::get<2>(out).push_back(std::move(col));
+  std::get<3>(out).push_back(std::move(edge));
+  std::get<5>(out).insert(std::get<5>(out).end(), num_sampled_edges.begin(),
+                          num_sampled_edges.end());
+}
+
+// The kernels' arguments (over host or device memory, as the backend's tensors hold them).
+template <typename I>
+struct HeteroArguments {
+  std::vector<int64_t> num_nodes;
+  std::vector<HeteroEdgeType<I>> edge_types;
+  std::vector<HeteroSeeds<I>> seeds;
+  std::vector<std::vector<int64_t>> fan_outs;
+  HeteroSampleOptions options;
+};
+
+// The host backend: the CPU kernel, its outputs adopted without copies.
+struct CpuHeteroSampler {
+  static at::Device check_devices(at::TensorList, at::TensorList, at::TensorList,
+                                  std::initializer_list<NamedOptionalTensors>) {
+    return at::kCPU;
+  }
+  template <typename I>
+  static HeteroSampleOutputs sample(const HeteroArguments<I>& a, const at::TensorOptions& index) {
+    HeteroSampledSubgraph<I> s = translate_errors([&] {
+      return cpu::hetero_neighbor_sample<I>(a.num_nodes, a.edge_types, a.seeds, a.fan_outs,
+                                            a.options);
+    });
+    HeteroSampleOutputs out;
+    for (SampledNodes<I>& nodes : s.nodes)
+      append_node_type(out, adopt(std::move(nodes.node), index),
+                       adopt(std::move(nodes.batch), index), a.options.disjoint,
+                       nodes.num_sampled_nodes);
+    for (SampledEdges<I>& edges : s.edges)
+      append_edge_type(out, adopt(std::move(edges.row), index), adopt(std::move(edges.col), index),
+                       adopt(std::move(edges.edge), index), edges.num_sampled_edges);
+    return out;
+  }
+};
+
+#if defined(IOGNN_CUDA_BINDING)
+// The device backend: every input on the device of the first of colptrs, seeds and the optional
+// lists' tensors, where it samples (the dispatcher picks it when any input is a CUDA tensor).
+struct CudaHeteroSampler {
+  static at::Device check_devices(at::TensorList colptrs, at::TensorList rows,
+                                  at::TensorList seeds,
+                                  std::initializer_list<NamedOptionalTensors> optional) {
+    std::vector<std::pair<at::Tensor, std::string>> inputs;
+    for (const auto& [list, name] :
+         {std::pair{colptrs, "colptrs"}, {rows, "rows"}, {seeds, "seeds"}})
+      for (size_t i = 0; i < list.size(); ++i) inputs.emplace_back(list[i], indexed(name, i));
+    for (const auto& [list, name] : optional)
+      for (size_t i = 0; i < list->size(); ++i)
+        if (const std::optional<at::Tensor> t = list->get(i))
+          inputs.emplace_back(*t, indexed(name, i));
+    TORCH_CHECK(!inputs.empty(), kHeteroNeighborSample, ": no tensor input to sample on");
+    // The reference: colptrs[0], else seeds[0] (rows being empty too), else the first optional.
+    const size_t ref = !colptrs.empty() || rows.size() >= inputs.size() ? 0 : rows.size();
+    for (const auto& [t, name] : inputs)
+      check_device(t, inputs[ref].first, kHeteroNeighborSample, name.c_str(),
+                   inputs[ref].second.c_str());
+    return inputs[ref].first.device();
+  }
+  template <typename I>
+  static HeteroSampleOutputs sample(const HeteroArguments<I>& a, const at::TensorOptions& index) {
+    const at::Tensor like = at::empty({0}, index);
+    const DeviceScope scope(like);
+    TorchArena arena(like);
+    cuda::HeteroDeviceSubgraph<I> s = translate_errors([&] {
+      return cuda::hetero_neighbor_sample<I>(a.num_nodes, a.edge_types, a.seeds, a.fan_outs,
+                                             a.options, arena, scope.stream);
+    });
+    HeteroSampleOutputs out;
+    for (const cuda::DeviceSubgraph<I>& nodes : s.nodes)
+      append_node_type(out, arena.tensor(nodes.node, nodes.num_nodes, like),
+                       arena.tensor(nodes.batch, a.options.disjoint ? nodes.num_nodes : 0, like),
+                       a.options.disjoint, nodes.num_sampled_nodes);
+    for (const cuda::DeviceSubgraph<I>& edges : s.edges)
+      append_edge_type(out, arena.tensor(edges.row, edges.num_edges, like),
+                       arena.tensor(edges.col, edges.num_edges, like),
+                       arena.tensor(edges.edge, edges.num_edges, like), edges.num_sampled_edges);
+    return out;
+  }
+};
+#endif
+
+// The op: the checks both backends share, then the backend's kernel.
+template <class Backend>
+HeteroSampleOutputs hetero_neighbor_sample(
     at::IntArrayRef num_nodes, at::IntArrayRef edge_types, at::TensorList colptrs,
     at::TensorList rows, at::IntArrayRef seed_types, at::TensorList seeds,
     at::IntArrayRef num_neighbors, int64_t num_hops, bool replace, bool disjoint,
@@ -69,6 +178,10 @@ HeteroSampleOutputs hetero_neighbor_sample_cpu(
     const OptionalTensors& edge_times, const OptionalTensors& seed_times,
     c10::string_view temporal_strategy) {
   const char* op = kHeteroNeighborSample;
+  const at::Device device =
+      Backend::check_devices(colptrs, rows, seeds,
+                             {{&weights, "weights"}, {&node_times, "node_times"},
+                              {&edge_times, "edge_times"}, {&seed_times, "seed_times"}});
   const size_t num_types = num_nodes.size(), num_edge_types = colptrs.size();
   TORCH_CHECK_VALUE(rows.size() == num_edge_types && edge_types.size() == 2 * num_edge_types, op,
                     ": colptrs (", num_edge_types, " edge types), rows (", rows.size(),
@@ -81,7 +194,7 @@ HeteroSampleOutputs hetero_neighbor_sample_cpu(
   // The graph's index dtype: that of its first index tensor.
   const at::Tensor* reference = !colptrs.empty() ? &colptrs[0] : !seeds.empty() ? &seeds[0] : nullptr;
   const at::TensorOptions index_options =
-      reference ? reference->options() : at::TensorOptions().dtype(at::kLong);
+      (reference ? reference->options() : at::TensorOptions().dtype(at::kLong)).device(device);
   std::vector<int64_t> row_sizes, seed_sizes;
   for (size_t t = 0; t < num_edge_types; ++t) {
     const int64_t src = edge_types[2 * t], dst = edge_types[2 * t + 1];
@@ -124,33 +237,16 @@ HeteroSampleOutputs hetero_neighbor_sample_cpu(
   HeteroSampleOutputs out;
   dispatch_index(index_options.dtype().toScalarType(), op, [&](auto tag) {
     using I = typename decltype(tag)::type;
-    std::vector<HeteroEdgeType<I>> graph;
+    HeteroArguments<I> a{num_nodes.vec(), {}, {}, std::move(fanouts), options};
     for (size_t t = 0; t < num_edge_types; ++t)
-      graph.push_back({edge_types[2 * t], edge_types[2 * t + 1], cptr<I>(colptrs[t]),
-                       cptr<I>(rows[t]), rows[t].numel(),
-                       weight.empty() ? nullptr : optional_cptr<double>(weight[t]),
-                       time_at(edge_time, t)});
-    std::vector<HeteroSeeds<I>> seed_sets;
+      a.edge_types.push_back({edge_types[2 * t], edge_types[2 * t + 1], cptr<I>(colptrs[t]),
+                              cptr<I>(rows[t]), rows[t].numel(),
+                              weight.empty() ? nullptr : optional_cptr<double>(weight[t]),
+                              time_at(edge_time, t)});
     for (size_t s = 0; s < seeds.size(); ++s)
-      seed_sets.push_back({seed_types[s], cptr<I>(seeds[s]), seeds[s].numel(), time_at(seed_time, s)});
-    HeteroSampledSubgraph<I> sample = translate_errors([&] {
-      return cpu::hetero_neighbor_sample<I>(num_nodes.vec(), graph, seed_sets, fanouts, options);
-    });
-    auto& [node, row, col, edge, num_sampled_nodes, num_sampled_edges] = out;
-    for (SampledNodes<I>& nodes : sample.nodes) {
-      at::Tensor ids = adopt(std::move(nodes.node), index_options);
-      if (disjoint) ids = at::stack({adopt(std::move(nodes.batch), index_options), ids}, 1);
-      node.push_back(std::move(ids));
-      num_sampled_nodes.insert(num_sampled_nodes.end(), nodes.num_sampled_nodes.begin(),
-                               nodes.num_sampled_nodes.end());
-    }
-    for (SampledEdges<I>& edges : sample.edges) {
-      row.push_back(adopt(std::move(edges.row), index_options));
-      col.push_back(adopt(std::move(edges.col), index_options));
-      edge.push_back(adopt(std::move(edges.edge), index_options));
-      num_sampled_edges.insert(num_sampled_edges.end(), edges.num_sampled_edges.begin(),
-                               edges.num_sampled_edges.end());
-    }
+      a.seeds.push_back(
+          {seed_types[s], cptr<I>(seeds[s]), seeds[s].numel(), time_at(seed_time, s)});
+    out = Backend::template sample<I>(a, index_options);
   });
   return out;
 }
@@ -167,27 +263,13 @@ TORCH_LIBRARY_FRAGMENT(iognn, m) {
       "int[] num_sampled_edges)");
 }
 
-TORCH_LIBRARY_IMPL(iognn, CPU, m) { m.impl("hetero_neighbor_sample", &hetero_neighbor_sample_cpu); }
+TORCH_LIBRARY_IMPL(iognn, CPU, m) {
+  m.impl("hetero_neighbor_sample", &hetero_neighbor_sample<CpuHeteroSampler>);
+}
 
 #if defined(IOGNN_CUDA_BINDING)
-// No device kernel yet: a CUDA input raises NotImplementedError naming the op, and nothing is
-// copied to the host behind the caller's back.
 TORCH_LIBRARY_IMPL(iognn, CUDA, m) {
-  m.impl("hetero_neighbor_sample",
-         [](at::IntArrayRef, at::IntArrayRef, at::TensorList colptrs, at::TensorList rows,
-            at::IntArrayRef, at::TensorList seeds, at::IntArrayRef, int64_t, bool, bool, int64_t,
-            const OptionalTensors& weights, const OptionalTensors& node_times,
-            const OptionalTensors& edge_times, const OptionalTensors& seed_times,
-            c10::string_view) -> HeteroSampleOutputs {
-           for (const at::TensorList list : {colptrs, rows, seeds})
-             for (const at::Tensor& t : list)
-               if (t.is_cuda()) not_implemented_on(kHeteroNeighborSample, t);
-           for (const OptionalTensors* list : {&weights, &node_times, &edge_times, &seed_times})
-             for (size_t i = 0; i < list->size(); ++i)
-               if (const std::optional<at::Tensor> t = list->get(i); t && t->is_cuda())
-                 not_implemented_on(kHeteroNeighborSample, *t);
-           TORCH_CHECK_NOT_IMPLEMENTED(false, kHeteroNeighborSample, " has no CUDA kernel");
-         });
+  m.impl("hetero_neighbor_sample", &hetero_neighbor_sample<CudaHeteroSampler>);
 }
 #endif
 

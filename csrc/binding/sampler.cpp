@@ -24,7 +24,6 @@
 #include <limits>
 #include <optional>
 #include <tuple>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -33,6 +32,7 @@
 #include "kernels/cpu/neighbor_sample.h"
 #if defined(IOGNN_CUDA_BINDING)
 #include "binding/cuda/device_scope.h"
+#include "binding/cuda/torch_arena.h"
 #include "kernels/cuda/neighbor_sample.h"
 #endif
 
@@ -157,29 +157,6 @@ struct CpuSampler {
 };
 
 #if defined(IOGNN_CUDA_BINDING)
-// The CUDA kernel's device memory: blocks of PyTorch's caching allocator on the current stream;
-// the output tensors are views of the blocks that hold them.
-class TorchArena final : public cuda::DeviceArena {
- public:
-  explicit TorchArena(const at::Tensor& ref) : options_(ref.options().dtype(at::kByte)) {}
-  void* allocate(size_t bytes) override {
-    at::Tensor block = at::empty({int64_t(bytes)}, options_);
-    void* ptr = block.data_ptr();
-    blocks_.emplace(ptr, std::move(block));
-    return ptr;
-  }
-  void release(void* block) override { blocks_.erase(block); }
-  // The first `count` entries of the block at ptr, as a 1-D tensor of `like`'s dtype.
-  at::Tensor tensor(void* ptr, int64_t count, const at::Tensor& like) const {
-    if (count == 0) return at::empty({0}, like.options());
-    return blocks_.at(ptr).view(like.scalar_type()).narrow(0, 0, count);
-  }
-
- private:
-  at::TensorOptions options_;
-  std::unordered_map<void*, at::Tensor> blocks_;
-};
-
 // The device backend: every input on colptr's device (the dispatcher picks it when any input is
 // a CUDA tensor, so colptr itself may be the odd one out).
 struct CudaSampler {

@@ -51,10 +51,4 @@ at::Tensor last_dim_contiguous(const at::Tensor& t) {
   return t.contiguous();
 }
 
-void not_implemented_on(const char* op, const at::Tensor& t) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, op, " has no kernel for ", t.device().type(),
-                              " tensors in this build of iognn (got an input on ", t.device(),
-                              "); move the inputs to the CPU or use a build with that kernel");
-}
-
 }  // namespace iognn::torch_ext

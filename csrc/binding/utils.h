@@ -120,7 +120,4 @@ void check_dtype(const at::Tensor& t, at::ScalarType dtype, const char* op, cons
 // Returns t with a unit stride in its last dimension (a copy only when it does not have one).
 at::Tensor last_dim_contiguous(const at::Tensor& t);
 
-// Raises NotImplementedError for an op that has no kernel on this device yet.
-[[noreturn]] void not_implemented_on(const char* op, const at::Tensor& t);
-
 }  // namespace iognn::torch_ext

@@ -88,22 +88,28 @@
 // The family's places:
 //   contract (this file)           kernels/sampler_types.h
 //   random draws (host and device) kernels/sampler_draws.h
-//   checks and their messages      kernels/sampler_checks.h (both ops, both backends)
+//   checks and their messages      kernels/sampler_checks.h (both ops, both backends, padded
+//                                  capacities), kernels/hetero_sampler_checks.h (the hetero op's)
 //   host kernels                   kernels/cpu/neighbor_sample.{h,cpp} (homogeneous),
 //                                  kernels/cpu/hetero_neighbor_sample.{h,cpp} (heterogeneous),
 //                                  kernels/cpu/neighbor_draws.h (their shared draws and passes)
-//   device kernel                  kernels/cuda/neighbor_sample.{h,cu} (hops, relabelling),
+//   device kernels                 kernels/cuda/neighbor_sample.{h,cu} (homogeneous and padded),
+//                                  kernels/cuda/hetero_neighbor_sample.{h,cu} (heterogeneous),
+//                                  kernels/cuda/neighbor_sample_hop.cuh (their hop kernels),
 //                                  kernels/cuda/neighbor_sample_draws.cuh (per-node draws)
-//   bindings                       binding/sampler.cpp (schema, CPU and CUDA),
-//                                  binding/hetero_sampler.cpp (iognn::hetero_neighbor_sample, CPU),
-//                                  binding/sampler_tensors.h (their tensor checks and outputs)
+//   bindings                       binding/sampler.cpp (schemas, CPU and CUDA, padded op),
+//                                  binding/hetero_sampler.cpp (iognn::hetero_neighbor_sample),
+//                                  binding/sampler_tensors.h (their tensor checks and outputs),
+//                                  binding/cuda/torch_arena.h (device memory of the CUDA kernels)
 //   Python                         python/iognn/sampler.py (PyG NeighborSampler subclass),
 //                                  python/iognn/loader.py (PyG NeighborLoader, LinkNeighborLoader
-//                                  with that sampler)
+//                                  with that sampler), python/iognn/padded_sampler.py (padded)
 //   tests                          tests/cpp/test_neighbor_sample.cpp,
 //                                  tests/cpp/test_hetero_neighbor_sample.cpp,
 //                                  tests/python/test_sampler.py, tests/python/test_sampler_hetero.py,
-//                                  tests/python/test_sampler_cuda.py (CUDA == CPU)
+//                                  tests/python/test_sampler_cuda.py,
+//                                  tests/python/test_sampler_hetero_cuda.py (CUDA == CPU),
+//                                  tests/python/test_padded_sampler.py
 //   timing                         scripts/profile_sampler.py
 //   docs                           docs/sampler.md
 #pragma once

@@ -8,7 +8,8 @@ PyG's. Each batch draws its generator key from torch's default generator, so ``t
 makes a run reproducible (CPU and CUDA give the same sample). ``weight_attr`` samples by edge weight (pyg-lib's distribution);
 ``time_attr`` (node- or edge-level int64 times) with ``input_time`` samples temporally, as pyg-lib
 does (disjoint trees; ``temporal_strategy`` ``'uniform'`` or ``'last'``). ``HeteroData`` samples with
-``torch.ops.iognn.hetero_neighbor_sample`` and returns PyG's ``HeteroSamplerOutput``. Options not
+``torch.ops.iognn.hetero_neighbor_sample`` (on the CPU or the graph's CUDA device) and returns PyG's
+``HeteroSamplerOutput``. Options not
 supported yet (heterogeneous feature/graph stores, edge-level times on a ``HeteroData``, weighted
 temporal sampling, induced subgraphs) raise ``NotImplementedError`` naming the argument. See
 docs/sampler.md.
@@ -38,7 +39,7 @@ _INT32 = torch.iinfo(torch.int32)
 def _not_yet(what: str) -> NotImplementedError:
     return NotImplementedError(
         f"iognn.sampler.NeighborSampler: {what} is not supported yet (this release samples "
-        f"Data on the CPU or a CUDA device, and HeteroData on the CPU)")
+        f"Data and HeteroData on the CPU or a CUDA device)")
 
 
 def _reject_unsupported(data: Any, subgraph_type: Any, temporal_strategy: str,
@@ -93,16 +94,22 @@ def _int64_times(time: Tensor, what: str) -> Tensor:
 
 
 def _graph_device(data: Any) -> torch.device:
-    """Where a homogeneous ``Data``'s graph lives (its edge_index); the CPU for anything else."""
-    edge_index = getattr(data, "edge_index", None) if isinstance(data, Data) else None
-    return edge_index.device if isinstance(edge_index, Tensor) else torch.device("cpu")
+    """Where a ``Data``'s graph lives (its edge_index), or a ``HeteroData``'s (the first edge
+    type's edge_index); the CPU for anything else."""
+    stores = data.edge_stores if isinstance(data, (Data, HeteroData)) else []
+    for store in stores:
+        edge_index = getattr(store, "edge_index", None)
+        if isinstance(edge_index, Tensor):
+            return edge_index.device
+    return torch.device("cpu")
 
 
 class NeighborSampler(PyGNeighborSampler):
     """PyG's in-memory ``NeighborSampler`` (same arguments) sampling with iognn's kernels.
 
-    A graph whose ``edge_index`` is on a CUDA device is sampled there: its CSC (and the weights
-    and times) stay on that device, and so do the batches.
+    A graph whose ``edge_index`` (a ``HeteroData``'s: its edge types') is on a CUDA device is
+    sampled there: its CSC (and the weights and times) stay on that device, and so do the
+    batches.
 
     Supported: homogeneous ``Data`` (or a homogeneous feature/graph store) and ``HeteroData``
     (fan-outs per edge type, node-level times, weights; docs/sampler.md), per-hop fan-outs
@@ -207,19 +214,23 @@ class NeighborSampler(PyGNeighborSampler):
         """The flat inputs of ``torch.ops.iognn.hetero_neighbor_sample`` from PyG's CSC dicts:
         node types and edge types in PyG's order (edge types reversed with
         ``sample_direction='backward'``), one index dtype (int32 where ids fit), fp64 weights and
-        int64 node times where the graph has them."""
+        int64 node times where the graph has them, all on the graph's device (as for ``Data``;
+        PyG builds the CSC on the CPU)."""
         self._node_index = {t: i for i, t in enumerate(self.node_types)}
+        self._device = device = _graph_device(data)
+        share_memory = share_memory and device.type == "cpu"
         colptrs = [self.colptr_dict[self.to_rel_type[et]] for et in self.edge_types]
         rows = [self.row_dict[self.to_rel_type[et]] for et in self.edge_types]
         # int32 where every node id and CSC position fits, as for homogeneous graphs
         fits = (all(r.numel() <= _INT32.max for r in rows)
                 and all(n <= _INT32.max for n in self.num_nodes.values()))
         self._index_dtype = torch.int32 if fits else torch.int64
-        self._colptrs = [c.to(self._index_dtype).contiguous() for c in colptrs]
-        self._rows = [r.to(self._index_dtype).contiguous() for r in rows]
+        self._colptrs = [c.to(device, self._index_dtype).contiguous() for c in colptrs]
+        self._rows = [r.to(device, self._index_dtype).contiguous() for r in rows]
         if share_memory:
             for t in self._colptrs + self._rows:
                 t.share_memory_()
+        self.perm = {et: None if p is None else p.to(device) for et, p in self.perm.items()}
         self._edge_type_nodes = [self._node_index[t] for et in self.edge_types
                                  for t in (et[0], et[-1])]
         self._weights = []
@@ -229,14 +240,14 @@ class NeighborSampler(PyGNeighborSampler):
                 w = weights.get(et)
                 if w is not None and self.perm.get(et) is not None:
                     w = w[self.perm[et]]
-                w = None if w is None else w.to(torch.float64).contiguous()
+                w = None if w is None else w.to(device, torch.float64).contiguous()
                 if w is not None and share_memory:
                     w.share_memory_()
                 self._weights.append(w)
         self._node_times = []
         if self.node_time is not None:
             self._node_times = [None if t not in self.node_time else
-                                _int64_times(self.node_time[t], "time_attr (node times)")
+                                _int64_times(self.node_time[t], "time_attr (node times)").to(device)
                                 for t in self.node_types]
 
     def _hetero_fanouts(self) -> tuple[list[int], int]:
@@ -259,10 +270,11 @@ class NeighborSampler(PyGNeighborSampler):
                                  f"{node_type!r} (input_nodes) is not a node type of the graph "
                                  f"({self.node_types})")
             seed_types.append(self._node_index[node_type])
-            seeds.append(_seed_ids(ids, self._colptrs[0] if self._colptrs else ids, "seeds"))
+            like = self._colptrs[0] if self._colptrs else ids.to(self._device)
+            seeds.append(_seed_ids(ids, like, "seeds"))
             time = None if seed_time is None else seed_time.get(node_type)
             seed_times.append(None if time is None else
-                              _int64_times(time, "input_time (seed times)"))
+                              _int64_times(time, "input_time (seed times)").to(self._device))
         if all(t is None for t in seed_times):
             seed_times = []
         fanouts, num_hops = self._hetero_fanouts()

@@ -1,7 +1,7 @@
 """torch.ops.iognn.neighbor_sample on CUDA tensors: the CPU kernel's outputs bit for bit (uniform
 and temporal sampling), weighted sampling's distributions, determinism, the CPU's errors, and
-NeighborLoader over CUDA Data giving the CPU loader's batches on the device; the heterogeneous op,
-which has no CUDA kernel yet, raising NotImplementedError naming itself."""
+NeighborLoader over CUDA Data giving the CPU loader's batches on the device; the heterogeneous op
+sampling CUDA tensors on the device (test_sampler_hetero_cuda.py tests it in full)."""
 from __future__ import annotations
 
 import re
@@ -295,14 +295,25 @@ def test_mixed_devices_name_the_argument(name):
 
 
 @pytest.mark.parametrize("on_device", ["every input", "seeds only"])
-def test_hetero_op_on_cuda_raises_naming_the_op(on_device):
+def test_hetero_op_on_cuda_samples_on_the_device(on_device):
     colptr, row = star(4)
     seeds = [torch.tensor([0], device="cuda")]
-    if on_device == "every input":
-        colptr, row = colptr.cuda(), row.cuda()
-    with pytest.raises(NotImplementedError, match="iognn::hetero_neighbor_sample"):
-        torch.ops.iognn.hetero_neighbor_sample([colptr.numel() - 1], [0, 0], [colptr], [row], [0],
-                                               seeds, [1], 1, False, False, 0, [], [], [], [])
+
+    def hetero(colptr, row, seeds):
+        return torch.ops.iognn.hetero_neighbor_sample([colptr.numel() - 1], [0, 0], [colptr],
+                                                      [row], [0], seeds, [2], 1, False, False, 3,
+                                                      [], [], [], [])
+    if on_device == "seeds only":  # the graph on the CPU: the seeds are named against it
+        with pytest.raises(ValueError, match=re.escape("seeds[0] is on cuda:0 but colptrs[0] is "
+                                                       "on cpu")):
+            hetero(colptr, row, seeds)
+        return
+    cpu = hetero(colptr, row, [s.cpu() for s in seeds])
+    gpu = hetero(colptr.cuda(), row.cuda(), seeds)
+    for a_list, b_list in zip(cpu[:4], gpu[:4]):
+        for a, b in zip(a_list, b_list):
+            assert b.is_cuda and torch.equal(a, b.cpu())
+    assert cpu[4:] == gpu[4:]
 
 
 # ---- the loader over CUDA Data ------------------------------------------------------------------

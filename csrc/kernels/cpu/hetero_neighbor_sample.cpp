@@ -5,110 +5,27 @@
 #include "kernels/cpu/hetero_neighbor_sample.h"
 
 #include <cstdint>
-#include <string>
+#include <utility>
 #include <vector>
 
-#include "core/error.h"
 #include "kernels/cpu/neighbor_draws.h"
-#include "kernels/sampler_checks.h"
+#include "kernels/hetero_sampler_checks.h"
 
 namespace iognn::cpu {
 namespace {
 
-constexpr const char* kOp = "hetero_neighbor_sample";
+using namespace hetero_sampling;
 
-int64_t num_hops_of(const std::vector<std::vector<int64_t>>& num_neighbors) {
-  return num_neighbors.empty() ? 0 : int64_t(num_neighbors[0].size());
-}
-
-// "node type 2 (30 nodes)", as errors name the nodes an id indexes.
-std::string node_type_nodes(int64_t node_type, int64_t count) {
-  return detail::concat("node type ", node_type, " (", count, " nodes)");
-}
-
-// Checks the node counts, and each edge type's node types and colptr's ends; returns the names
-// each edge type's errors give its tensors (its index in the op's lists).
+// The seed time of every tree (the arguments checked; empty without times).
 template <typename index_t>
-std::vector<CscNames> checked_edge_types(const std::vector<int64_t>& num_nodes,
-                                         const std::vector<HeteroEdgeType<index_t>>& edge_types) {
-  const int64_t num_types = int64_t(num_nodes.size());
-  for (int64_t n = 0; n < num_types; ++n)
-    IOGNN_CHECK(num_nodes[size_t(n)] >= 0, ValueError, kOp, ": num_nodes[", n,
-                "] must be >= 0, got ", num_nodes[size_t(n)]);
-  std::vector<CscNames> names;
-  for (size_t t = 0; t < edge_types.size(); ++t) {
-    const HeteroEdgeType<index_t>& et = edge_types[t];
-    IOGNN_CHECK(0 <= et.src_type && et.src_type < num_types && 0 <= et.dst_type &&
-                    et.dst_type < num_types,
-                ValueError, kOp, ": edge_types[", t, "] = (", et.src_type, ", ", et.dst_type,
-                ") names a node type outside [0, ", num_types, ")");
-    const std::string i = "[" + std::to_string(t) + "]";
-    names.push_back({kOp, "colptrs" + i, "rows" + i, "weights" + i,
-                     node_type_nodes(et.src_type, num_nodes[size_t(et.src_type)]),
-                     "colptrs/rows/seeds"});
-    const int64_t last = num_nodes[size_t(et.dst_type)];
-    check_sample_colptr_ends(names.back(), int64_t(et.colptr[0]), int64_t(et.colptr[last]),
-                             et.num_edges);
-  }
-  return names;
-}
-
-template <typename index_t>
-void check_seeds_and_fan_outs(const std::vector<int64_t>& num_nodes,
-                              const std::vector<HeteroSeeds<index_t>>& seeds,
-                              const std::vector<std::vector<int64_t>>& num_neighbors,
-                              size_t num_edge_types) {
-  const int64_t num_types = int64_t(num_nodes.size());
-  IOGNN_CHECK(num_neighbors.size() == num_edge_types, ValueError, kOp,
-              ": num_neighbors must hold one list per edge type (", num_edge_types, "), got ",
-              num_neighbors.size());
-  const size_t hops = size_t(num_hops_of(num_neighbors));
-  for (size_t t = 0; t < num_neighbors.size(); ++t) {
-    IOGNN_CHECK(num_neighbors[t].size() == hops, ValueError, kOp, ": num_neighbors[", t,
-                "] has ", num_neighbors[t].size(), " hops, num_neighbors[0] ", hops,
-                " (every edge type needs the same number of hops)");
-    check_sample_fan_outs(kOp, "num_neighbors[" + std::to_string(t) + "]", num_neighbors[t]);
-  }
-  for (size_t s = 0; s < seeds.size(); ++s) {
-    const HeteroSeeds<index_t>& set = seeds[s];
-    IOGNN_CHECK(0 <= set.node_type && set.node_type < num_types, ValueError, kOp, ": seed_types[",
-                s, "] = ", set.node_type, " is not a node type (", num_types, " of them)");
-    const int64_t n = num_nodes[size_t(set.node_type)];
-    const std::string name = "seeds[" + std::to_string(s) + "]";
-    const std::string nodes = node_type_nodes(set.node_type, n);
-    for (int64_t i = 0; i < set.num_seeds; ++i)
-      check_sample_seed(kOp, name, i, int64_t(set.seed[i]), n, nodes);
-  }
-}
-
-// Checks the temporal options and returns the seed time of every tree (empty without times).
-template <typename index_t>
-std::vector<int64_t> tree_seed_times(const std::vector<int64_t>& num_nodes,
-                                     const std::vector<HeteroEdgeType<index_t>>& edge_types,
+std::vector<int64_t> tree_seed_times(const std::vector<HeteroEdgeType<index_t>>& edge_types,
                                      const std::vector<HeteroSeeds<index_t>>& seeds,
                                      const HeteroSampleOptions& options) {
-  const auto& node_time = options.node_time;
-  IOGNN_CHECK(node_time.empty() || node_time.size() == num_nodes.size(), ValueError, kOp,
-              ": node_times must be empty or hold one entry per node type (", num_nodes.size(),
-              "), got ", node_time.size());
-  bool any_node_time = false, any_edge_time = false, any_weight = false;
-  for (const int64_t* t : node_time) any_node_time |= t != nullptr;
-  for (const auto& et : edge_types) {
-    any_edge_time |= et.edge_time != nullptr;
-    any_weight |= et.weight != nullptr;
-  }
-  bool any_seed_time = false;
-  for (const auto& set : seeds) any_seed_time |= set.seed_time != nullptr;
-  check_sample_temporal_inputs(kOp, kListInputs,
-                               {any_weight, any_node_time, any_edge_time, any_seed_time},
-                               options.disjoint);
   std::vector<int64_t> seed_time;
-  if (!any_node_time && !any_edge_time) return seed_time;
-  for (size_t s = 0; s < seeds.size(); ++s) {
-    const HeteroSeeds<index_t>& set = seeds[s];
-    const int64_t* own = any_node_time ? node_time[size_t(set.node_type)] : nullptr;
-    IOGNN_CHECK(set.seed_time || own, ValueError, kOp, ": seed_times[", s,
-                "] is needed: node type ", set.node_type, " has no node times to take it from");
+  if (!any_time(edge_types, options)) return seed_time;
+  for (const HeteroSeeds<index_t>& set : seeds) {
+    const int64_t* own =
+        options.node_time.empty() ? nullptr : options.node_time[size_t(set.node_type)];
     for (int64_t i = 0; i < set.num_seeds; ++i)
       seed_time.push_back(set.seed_time ? set.seed_time[i] : own[set.seed[i]]);
   }
@@ -123,9 +40,14 @@ HeteroSampledSubgraph<index_t> hetero_neighbor_sample(
     const std::vector<HeteroSeeds<index_t>>& seeds,
     const std::vector<std::vector<int64_t>>& num_neighbors, const HeteroSampleOptions& options) {
   using namespace sampling;
-  const std::vector<CscNames> names = checked_edge_types(num_nodes, edge_types);
-  check_seeds_and_fan_outs(num_nodes, seeds, num_neighbors, edge_types.size());
-  const std::vector<int64_t> seed_time = tree_seed_times(num_nodes, edge_types, seeds, options);
+  const std::vector<CscNames> names = check_arguments(
+      num_nodes, edge_types, seeds, num_neighbors, options,
+      [&](size_t t) {
+        const HeteroEdgeType<index_t>& et = edge_types[t];
+        return std::pair<int64_t, int64_t>(et.colptr[0], et.colptr[num_nodes[size_t(et.dst_type)]]);
+      },
+      [&](size_t s, int64_t i) { return seeds[s].seed[i]; });
+  const std::vector<int64_t> seed_time = tree_seed_times(edge_types, seeds, options);
   const bool disjoint = options.disjoint;
   const size_t num_types = num_nodes.size(), num_edge_types = edge_types.size();
   int64_t num_trees = 0;
@@ -136,10 +58,7 @@ HeteroSampledSubgraph<index_t> hetero_neighbor_sample(
   out.edges.resize(num_edge_types);
   std::vector<LocalIds<index_t>> ids;  // one per node type
   ids.reserve(num_types);
-  for (size_t n = 0; n < num_types; ++n) {
-    check_sample_key_space(kOp, num_nodes[n], disjoint ? num_trees : 1);
-    ids.emplace_back(num_nodes[n], disjoint ? num_trees : 1);
-  }
+  for (size_t n = 0; n < num_types; ++n) ids.emplace_back(num_nodes[n], disjoint ? num_trees : 1);
   int64_t tree = 0;
   for (const auto& set : seeds) {
     SampledNodes<index_t>& nodes = out.nodes[size_t(set.node_type)];
