@@ -73,10 +73,11 @@ def test_layers_cuda_match_cpu_without_sync(layer, decomposition, aggr):
     ei, et = edge_index.cuda(), edge_type.cuda()
     out_gpu = gpu_layer(x.cuda(), ei, et)  # builds and caches the TypedGraph
     torch.testing.assert_close(out_gpu.cpu(), cpu_layer(x, edge_index, edge_type))
+    x_gpu = x.cuda()  # (a copy from pageable host memory synchronises)
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
-        out = gpu_layer(x.cuda(), ei, et)
+        out = gpu_layer(x_gpu, ei, et)
         out.square().sum().backward()
     finally:
         torch.cuda.set_sync_debug_mode("default")

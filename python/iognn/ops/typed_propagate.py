@@ -20,7 +20,10 @@ four strategies (``TypedGraph.strategy`` picks one; ``docs/typed.md`` gives the 
 
 The message bias folds into each: added to Y's rows (transform), or ``n(i, r) * bias[r]``
 (sum) / ``bias[r]`` per non-empty group (mean) added after the GEMM (aggregate). Never formed:
-an ``E x F`` message tensor, per-edge weights ``E x F_in x F_out``.
+an ``E x F`` message tensor, per-edge weights ``E x F_in x F_out``. Row gathers (the pairs'
+sources, the groups' and pairs' biases, one-hot rows) run as a propagate over a graph of one edge
+per gathered row, so that their backward sums over the transposed CSR: ``index_select``'s
+backward would scatter with float atomics, whose order (and so whose result) changes run to run.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from typing import List, Optional
 import torch
 from torch import Tensor
 
+from ..graph import Graph
 from ..typed import STRATEGIES, TypedGraph
 from ._checks import FLOAT_DTYPES, acc_dtype
 from .propagate import propagate_csr
@@ -116,6 +120,17 @@ def _check_x(tg, x, weight) -> None:
                         f"{list(x.shape)}")
 
 
+def _gather(tg: TypedGraph, name: Optional[str], index: Tensor, rows: Tensor) -> Tensor:
+    """``rows[index]`` with a deterministic backward (module note); the graph of ``index`` is
+    built once per typed graph under ``name`` (None: an index of the caller's, built per call).
+    """
+    def build():
+        positions = torch.arange(index.numel(), device=index.device)
+        return Graph(torch.stack([index, positions]), (rows.size(0), index.numel()))
+    graph = build() if name is None else tg._memo(("gather", name, rows.size(0)), build)
+    return propagate_csr(graph, rows, None, "sum")
+
+
 def _aggregate_dense(tg: TypedGraph, x: Tensor, weight: Tensor, reduce: str,
                      bias: Optional[Tensor]) -> Tensor:
     R, f_in, f_out = weight.shape
@@ -130,15 +145,23 @@ def _aggregate_dense(tg: TypedGraph, x: Tensor, weight: Tensor, reduce: str,
 def _per_type_gemm(rows: Tensor, offsets: List[int], weight: Tensor,
                    bias_terms: Optional[Tensor]) -> Tensor:
     """``rows[a:b] @ weight[r]`` (+ ``bias_terms[a:b]``) for each type's row range, in one
-    output. A type without rows launches nothing; with no rows at all, one empty product keeps
-    ``weight`` and the bias in the autograd graph (their gradients are then zeros, as for any
-    unused type)."""
-    ranges = [(r, offsets[r], offsets[r + 1]) for r in range(weight.size(0))
-              if offsets[r + 1] > offsets[r]] or [(0, 0, 0)]
+    output. A type without rows launches nothing. The ranges and weights are taken with one
+    ``split`` / ``unbind`` each, whose backward is one concatenation: slicing per type would give
+    every slice's backward a zero-filled gradient of the whole input (R x rows x F of writes).
+    With no rows at all, one empty product keeps ``weight`` and the bias in the autograd graph
+    (their gradients are then zeros, as for any unused type)."""
+    sizes = [offsets[r + 1] - offsets[r] for r in range(weight.size(0))]
+    if not any(sizes):
+        part = rows[:0] @ weight[0]
+        return part if bias_terms is None else (part + bias_terms[:0]).to(part.dtype)
+    weights = weight.unbind(0)
+    row_parts = rows.split(sizes)
+    bias_parts = (None,) * len(sizes) if bias_terms is None else bias_terms.split(sizes)
     parts = []
-    for r, a, b in ranges:
-        part = rows[a:b] @ weight[r]
-        parts.append(part if bias_terms is None else (part + bias_terms[a:b]).to(part.dtype))
+    for size, r_rows, w, b in zip(sizes, row_parts, weights, bias_parts):
+        if size:
+            part = r_rows @ w
+            parts.append(part if b is None else (part + b).to(part.dtype))
     return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
@@ -148,7 +171,7 @@ def _aggregate_grouped(tg: TypedGraph, x: Tensor, weight: Tensor, reduce: str,
     bias_terms = None
     if bias is not None:
         factor = tg._group_factor(reduce, acc_dtype(weight.dtype))
-        bias_terms = factor * bias.to(factor.dtype).index_select(0, tg.group_type)
+        bias_terms = factor * _gather(tg, "group_type", tg.group_type, bias.to(factor.dtype))
     messages = _per_type_gemm(h, tg.group_offsets, weight, bias_terms)
     return propagate_csr(tg._graph("groups_to_dst"), messages, None, "sum")
 
@@ -168,8 +191,8 @@ def _transform_dense(tg: TypedGraph, x: Tensor, weight: Tensor, reduce: str,
 def _transform_grouped(tg: TypedGraph, x: Tensor, weight: Tensor, reduce: str,
                        bias: Optional[Tensor]) -> Tensor:
     pair_src, pair_type, _, offsets = tg._pair_structure()
-    bias_terms = None if bias is None else bias.index_select(0, pair_type)
-    y = _per_type_gemm(x.index_select(0, pair_src), offsets, weight, bias_terms)
+    bias_terms = None if bias is None else _gather(tg, "pair_type", pair_type, bias)
+    y = _per_type_gemm(_gather(tg, "pair_src", pair_src, x), offsets, weight, bias_terms)
     return _transform_propagate(tg, "transform_grouped", y, reduce)
 
 
@@ -185,7 +208,12 @@ def _featureless(tg: TypedGraph, ids: Optional[Tensor], weight: Tensor, reduce: 
                  bias: Optional[Tensor]) -> Tensor:
     """One-hot features: the message of edge j -r-> i is the row ``weight[r, j]`` (ids None) or
     ``weight[r, ids[j]]``, read in place from the weight's rows (ids: a gathered copy)."""
-    table = weight if ids is None else weight.index_select(1, ids.long())
+    if ids is not None:  # rows ids of [F_in, R * F_out]: [num_src, R, F_out] -> [R, num_src, F_out]
+        R, _, f_out = weight.shape
+        rows = weight.transpose(0, 1).reshape(weight.size(1), R * f_out)
+        table = _gather(tg, None, ids.long(), rows).view(-1, R, f_out).transpose(0, 1)
+    else:
+        table = weight
     if bias is not None:
         table = table + bias.unsqueeze(1)
     R, f_in, f_out = table.shape
