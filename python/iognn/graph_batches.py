@@ -7,13 +7,21 @@ A batch is the concatenation of its graphs, as PyG's ``Batch.from_data_list`` ma
 index kernels (no per-graph Python work, no host-to-device copy of features, no device sync: the
 batch's node and edge totals come from host copies of the offsets). PyG's ``DataLoader`` over the
 same graph order gives equal batches (tested); :class:`EpochOrder` is the shared order.
+
+With ``graphs=True`` a batch also carries its :class:`iognn.Graph`, built *deferred* (no wait for
+its validation: the batcher's indices are valid by construction; a failure would be recorded and
+raised by :meth:`GraphBatcher.check`) with the dataset's largest in- and out-degree as the ops'
+hints, so that iognn's layers (those that keep self-loops as given: GIN, GatedGraphConv) build
+nothing and the step never waits for the device.
 """
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple
+from typing import Iterator, NamedTuple, Optional
 
 import torch
 from torch import Tensor
+
+from .graph import Graph, raise_deferred_error
 
 
 class GraphBatch(NamedTuple):
@@ -23,6 +31,12 @@ class GraphBatch(NamedTuple):
     ptr: Tensor
     y: Tensor
     num_graphs: int
+    graph: Optional[Graph] = None  # the batch's Graph (self-loops kept as given), when built
+
+    @property
+    def adjacency(self):
+        """What the layers take: the batch's Graph when it was built, else its edge_index."""
+        return self.edge_index if self.graph is None else self.graph
 
 
 class EpochOrder:
@@ -47,10 +61,14 @@ def _starts(counts: Tensor) -> Tensor:
 
 
 class GraphBatcher:
-    """Batches of ``graphs`` (a :class:`~iognn.graph_datasets.GraphSet`) on ``device``."""
+    """Batches of ``graphs`` (a :class:`~iognn.graph_datasets.GraphSet`) on ``device``; with
+    ``build_graphs``, each with its deferred :class:`iognn.Graph` (module note)."""
 
-    def __init__(self, graphs, device: torch.device):
+    def __init__(self, graphs, device: torch.device, build_graphs: bool = False):
         self.device = device
+        self.build_graphs = build_graphs
+        self.error = torch.full((1,), -1, dtype=torch.int64, device=device)
+        self.degree_bounds = _degree_bounds(graphs) if build_graphs else (-1, -1)
         self.x = graphs.x.to(device)
         self.edge_index = graphs.edge_index.to(device)
         self.y = graphs.y.to(device)
@@ -79,9 +97,16 @@ class GraphBatcher:
         graph_of_node = torch.repeat_interleave(
             torch.arange(ids.numel(), device=self.device), node_counts, output_size=num_nodes)
         ptr = torch.cat([node_starts, node_starts.new_full((1,), num_nodes)])
-        return GraphBatch(self.x.index_select(0, node_index),
-                          self.edge_index.index_select(1, edge_index_of) + shift,
-                          graph_of_node, ptr, self.y[ids], ids.numel())
+        edge_index = self.edge_index.index_select(1, edge_index_of) + shift
+        graph = (Graph(edge_index, num_nodes, deferred_error=self.error,
+                       degree_bounds=self.degree_bounds) if self.build_graphs else None)
+        return GraphBatch(self.x.index_select(0, node_index), edge_index, graph_of_node, ptr,
+                          self.y[ids], ids.numel(), graph)
+
+    def check(self) -> None:
+        """Raises what a deferred build recorded (reads the error word: a synchronisation)."""
+        if self.build_graphs:
+            raise_deferred_error(self.error, "a batch's edge_index")
 
     def batches(self, order: Tensor, batch_size: int) -> Iterator[GraphBatch]:
         """The batches of graphs ``order`` (host ids), ``batch_size`` at a time."""
@@ -89,6 +114,18 @@ class GraphBatcher:
         for start in range(0, order.numel(), batch_size):
             yield self.gather(order[start:start + batch_size],
                               on_device[start:start + batch_size])
+
+
+def _degree_bounds(graphs) -> tuple:
+    """The largest in- and out-degree of any node of the dataset (host arithmetic, once)."""
+    edges = graphs.edge_index
+    if edges.size(1) == 0:
+        return (0, 0)
+    first = torch.repeat_interleave(graphs.node_ptr[:-1], graphs.edge_ptr.diff())
+    num_nodes = int(graphs.node_ptr[-1])
+    src, dst = edges[0] + first, edges[1] + first
+    return (int(torch.bincount(dst, minlength=num_nodes).max()),
+            int(torch.bincount(src, minlength=num_nodes).max()))
 
 
 def pyg_batches(data_list: list, order: Tensor, batch_size: int, device: torch.device

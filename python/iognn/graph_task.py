@@ -51,6 +51,9 @@ from .train import PeakMemory, build_models, pick_device, report_config, text_ta
 
 GRAPH_MODELS = ("gin", "gcn", "ggnn")
 POOLING = {"gin": "sum", "gcn": "mean", "ggnn": "sum"}
+# Models whose iognn layers take the batch's Graph as the batcher builds it (self-loops as given;
+# GCN adds its own).
+BATCH_GRAPH_MODELS = ("gin", "ggnn")
 LOADERS = ("iognn", "pyg")
 TIME_NOTE = ("epoch s: wall time of a training epoch (batches, forward, backward, Adam; not "
              "evaluation), mean over the epochs after an untimed warm-up batch; loader s: its "
@@ -149,7 +152,7 @@ def _probe_batch(device: torch.device, in_channels: int = 4) -> GraphBatch:
 
 
 def _output(model, batch: GraphBatch):
-    return model(batch.x, batch.edge_index, batch.batch, batch.ptr, batch.num_graphs)
+    return model(batch.x, batch.adjacency, batch.batch, batch.ptr, batch.num_graphs)
 
 
 def runs_on_cuda(model: str) -> bool:
@@ -194,19 +197,22 @@ class GraphRunResult:
 class Batches:
     """One implementation's loader: ``epoch(order)`` yields the batches of graph ids ``order``."""
 
-    def __init__(self, kind: str, graphs, batch_size: int, device: torch.device):
+    def __init__(self, kind: str, graphs, batch_size: int, device: torch.device,
+                 build_graphs: bool = False):
         self.kind = kind
         self.batch_size = batch_size
         self.device = device
         if kind == "iognn":
-            self.batcher = GraphBatcher(graphs, device)
+            self.batcher = GraphBatcher(graphs, device, build_graphs)
         else:
             self.data_list = graphs.data_list()
 
     def epoch(self, order: torch.Tensor) -> Iterator[GraphBatch]:
         if self.kind == "iognn":
-            return self.batcher.batches(order, self.batch_size)
-        return pyg_batches(self.data_list, order, self.batch_size, self.device)
+            yield from self.batcher.batches(order, self.batch_size)
+            self.batcher.check()
+        else:
+            yield from pyg_batches(self.data_list, order, self.batch_size, self.device)
 
 
 def _sync(device: torch.device) -> None:
@@ -326,7 +332,8 @@ def run_graph_training(args) -> dict:
     results, memory_metric = [], None
     for name, model in models.items():
         kind = args.graph_loader if name == "iognn" else "pyg"
-        batches = Batches(kind, graphs, args.batch_size, device)
+        batches = Batches(kind, graphs, args.batch_size, device,
+                          build_graphs=name == "iognn" and args.model in BATCH_GRAPH_MODELS)
         result, memory_metric = train_graph_model(name, model.to(device), batches, split, args,
                                                   device, progress=not args.no_progress)
         results.append(result)

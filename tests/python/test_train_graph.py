@@ -99,6 +99,28 @@ def test_batcher_equals_pyg_collation():
         assert a.num_graphs == b.num_graphs
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_batcher_graphs_equal_built_graphs_and_gin_outputs(device):
+    """A batch's deferred Graph is the Graph of its edge_index, its degree hints bound the
+    batch's degrees, and a GIN model gives the same output with either."""
+    import iognn.nn
+    from iognn.graph_task import _output, build_graph_model
+    device = torch.device(device)
+    graphs = synthetic_graphs(num_graphs=30, seed=4)
+    order = torch.arange(30)
+    batcher = GraphBatcher(graphs, device, build_graphs=True)
+    model = build_graph_model("gin", iognn.nn, graphs.num_features, 16, graphs.num_classes,
+                              num_layers=2).to(device).eval()
+    for batch in batcher.batches(order, 8):
+        built = iognn.Graph(batch.edge_index, batch.x.size(0))
+        for name in ("rowptr", "col", "colptr", "row", "csc2csr"):
+            assert torch.equal(getattr(batch.graph, name), getattr(built, name)), name
+        assert all(b >= m for b, m in zip(batch.graph.max_degree_hints, built.max_degree_hints))
+        plain = model(batch.x, batch.edge_index, batch.batch, batch.ptr, batch.num_graphs)
+        torch.testing.assert_close(_output(model, batch), plain)
+    batcher.check()
+
+
 def test_epoch_order_is_seeded_and_fresh_each_epoch():
     ids = torch.arange(40)
     a, b = EpochOrder(ids, True, 5), EpochOrder(ids, True, 5)

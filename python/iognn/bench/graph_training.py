@@ -65,7 +65,7 @@ def epoch_runner(impl: str, loader: str, graphs, train_ids, device: torch.device
     model = gt.build_graph_model("gin", layers, graphs.num_features, HIDDEN, graphs.num_classes,
                                  num_layers=LAYERS).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-    batches = gt.Batches(loader, graphs, BATCH, device)
+    batches = gt.Batches(loader, graphs, BATCH, device, build_graphs=impl != "pyg")
     order = EpochOrder(train_ids, shuffle=True, seed=seed)
 
     def run(epochs: int):
