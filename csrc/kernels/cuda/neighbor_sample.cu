@@ -245,14 +245,8 @@ class DeviceSampler : DeviceCall {
     fold_errors_kernel<<<1, 1, 0, stream_>>>(status_, error);
     IOGNN_CUDA_CHECK_LAUNCH("neighbor_sample_padded fold_errors_kernel");
 
-    DeviceSubgraph<index_t> out;
-    out.row = row_.data;
-    out.col = col_.data;
-    out.edge = edge_.data;
-    out.node = node_.data;
-    out.batch = batch_.data;
-    out.num_edges = edge_cap;
-    out.num_nodes = node_cap;
+    DeviceSubgraph<index_t> out{row_.data, col_.data, edge_.data, node_.data, batch_.data,
+                                edge_cap, node_cap};
     out.device_counts = counts_out;
     return out;
   }

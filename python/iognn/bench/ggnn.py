@@ -28,7 +28,6 @@ EDGE_KINDS = 20
 STEPS = 8
 HIDDEN = 128
 SIZES = {"cuda": (64, 200, 2000), "cpu": (4, 100, 300)}  # graphs, min and max nodes per graph
-MIB = float(1 << 20)
 
 
 def _pyg_typed_ggnn_class():
@@ -98,22 +97,10 @@ def fwd_bwd_step(module: torch.nn.Module, args: tuple, grad: torch.Tensor) -> Ca
     return step
 
 
-def peak_mib(step: Callable, device: torch.device):
-    """Peak memory of one step above what is allocated before it (CUDA), or None."""
-    if device.type != "cuda":
-        return None
-    torch.cuda.synchronize(device)
-    base = torch.cuda.memory_allocated(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    step()
-    torch.cuda.synchronize(device)
-    return (torch.cuda.max_memory_allocated(device) - base) / MIB
-
-
 def ggnn_rows(cfg, device: torch.device, log: Callable[[str], None]) -> list:
     """The rows of the part (see the module note)."""
     from ..typed import TypedGraph
-    from .workloads import Row, format_row, wall_time
+    from .workloads import Row, format_row, peak_mib, wall_time
     rows: List = []
     try:
         x, edge_index, edge_type, label = program_batch(device, cfg.seed)

@@ -16,7 +16,7 @@ from typing import List, Optional, Sequence
 
 import torch
 
-from .workloads import fwd_bwd, wall_time
+from .workloads import fwd_bwd, peak_mib, wall_time
 
 LAYERS = ("RGCNConv", "FastRGCNConv")
 
@@ -51,17 +51,6 @@ def _layer_pair(name: str, feat: int, relations: int, device):
     return {"iognn": ours, "pyg": pyg}
 
 
-def _peak_mb(step, device: torch.device) -> Optional[float]:
-    if device.type != "cuda":
-        return None
-    torch.cuda.synchronize(device)
-    base = torch.cuda.memory_allocated(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    step()
-    torch.cuda.synchronize(device)
-    return (torch.cuda.max_memory_allocated(device) - base) / 2**20
-
-
 def run(nodes: int = 50_000, degree: float = 10.0, relations: Sequence[int] = (4, 16, 128),
         feat: int = 128, layers: Sequence[str] = LAYERS, impls: Sequence[str] = ("iognn", "pyg"),
         device: str = "cuda", warmup: int = 2, rounds: int = 5, seed: int = 0,
@@ -81,7 +70,7 @@ def run(nodes: int = 50_000, degree: float = 10.0, relations: Sequence[int] = (4
                 step = fwd_bwd(modules[impl], (x, edge_index, edge_type), lambda out: grad)
                 try:
                     step()  # builds the cached TypedGraph (iognn) before anything is measured
-                    row.peak_mb = _peak_mb(step, dev)
+                    row.peak_mb = peak_mib(step, dev)
                     row.wall_ms = wall_time(step, dev, warmup, rounds, 1)
                     if check:
                         with torch.no_grad():

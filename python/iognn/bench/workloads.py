@@ -64,6 +64,18 @@ LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cu
                 "cudaMemsetAsync")
 
 
+def peak_mib(step, device: torch.device):
+    """Peak memory of one step above what is allocated before it (CUDA), or None."""
+    if device.type != "cuda":
+        return None
+    torch.cuda.synchronize(device)
+    base = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    step()
+    torch.cuda.synchronize(device)
+    return (torch.cuda.max_memory_allocated(device) - base) / 2**20
+
+
 @dataclass
 class Row:
     part: str
