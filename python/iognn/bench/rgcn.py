@@ -5,7 +5,8 @@ One uniform random graph (``--nodes``, ``--degree``) with uniformly drawn edge t
 run forward and backward on the same inputs and weights by iognn and by PyG. Each row gives the
 median wall time of a step and, on CUDA, the step's peak memory above what was allocated before
 it (graph, features and parameters excluded; the TypedGraph is built, and cached, in the warm-up).
-A step that runs out of memory is a row with status ``oom``. ``--check`` compares the outputs.
+``HeteroConv``: R ``SAGEConv`` relations into one node type (PyG's loop against iognn's fused
+typed propagate). A step that runs out of memory is a row with status ``oom``. ``--check`` compares the outputs.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import torch
 
 from .workloads import fwd_bwd, peak_mib, wall_time
 
-LAYERS = ("RGCNConv", "FastRGCNConv")
+LAYERS = ("RGCNConv", "FastRGCNConv", "HeteroConv")
 
 
 @dataclass
@@ -42,13 +43,32 @@ def typed_graph(nodes: int, degree: float, relations: int, device, seed: int):
     return edge_index.to(device), edge_type.to(device)
 
 
-def _layer_pair(name: str, feat: int, relations: int, device):
+class _RelationsAsHeteroConv(torch.nn.Module):
+    """A HeteroConv of one SAGEConv per relation on one node type, called like an RGCN layer:
+    each relation's edges are split off once (outside the timed steps)."""
+
+    def __init__(self, conv, edge_index: torch.Tensor, edge_type: torch.Tensor, relations: int):
+        super().__init__()
+        self.conv = conv
+        self.edges = {("n", f"r{r}", "n"): edge_index[:, edge_type == r] for r in range(relations)}
+
+    def forward(self, x, edge_index=None, edge_type=None):
+        return self.conv({"n": x}, self.edges)["n"]
+
+
+def _layer_pair(name: str, feat: int, relations: int, device, edge_index, edge_type):
     import torch_geometric.nn as pyg_nn
     import iognn.nn as inn
-    pyg = getattr(pyg_nn, name)(feat, feat, relations).to(device)
-    ours = getattr(inn, name)(feat, feat, relations).to(device)
-    ours.load_state_dict(pyg.state_dict())
-    return {"iognn": ours, "pyg": pyg}
+    if name == "HeteroConv":  # R SAGEConv relations into one node type, summed
+        pair = {impl: _RelationsAsHeteroConv(
+            lib.HeteroConv({("n", f"r{r}", "n"): lib.SAGEConv(feat, feat)
+                            for r in range(relations)}), edge_index, edge_type, relations)
+            for impl, lib in (("pyg", pyg_nn), ("iognn", inn))}
+    else:
+        pair = {impl: getattr(lib, name)(feat, feat, relations)
+                for impl, lib in (("pyg", pyg_nn), ("iognn", inn))}
+    pair["iognn"].load_state_dict(pair["pyg"].state_dict())
+    return {impl: module.to(device) for impl, module in pair.items()}
 
 
 def run(nodes: int = 50_000, degree: float = 10.0, relations: Sequence[int] = (4, 16, 128),
@@ -63,7 +83,7 @@ def run(nodes: int = 50_000, degree: float = 10.0, relations: Sequence[int] = (4
         grad = torch.randn(nodes, feat, generator=torch.Generator().manual_seed(seed + 1)).to(dev)
         for name in layers:
             torch.manual_seed(seed)
-            modules = _layer_pair(name, feat, r, dev)
+            modules = _layer_pair(name, feat, r, dev, edge_index, edge_type)
             outs = {}
             for impl in impls:
                 row = RgcnRow(name, impl, r, nodes, edge_index.size(1), feat)
