@@ -70,7 +70,9 @@ def block_sizes(num_sampled_nodes: Counts, num_sampled_edges: Counts,
 
 def block_graphs(edge_index: Tensor, num_sampled_nodes: Counts, num_sampled_edges: Counts,
                  num_layers: Optional[int] = None,
-                 self_loops: Union[SelfLoops, int, str] = SelfLoops.KEEP) -> List[Graph]:
+                 self_loops: Union[SelfLoops, int, str] = SelfLoops.KEEP,
+                 deferred_error: Optional[Tensor] = None,
+                 max_in_degree: int = -1) -> List[Graph]:
     """The blocks of :func:`block_sizes` as bipartite :class:`iognn.Graph` objects (with the
     layers' self-loop mode: ``'keep'`` for SAGEConv, ``'replace'`` for GATConv, ...), built on
     ``edge_index``'s device.
@@ -79,6 +81,10 @@ def block_graphs(edge_index: Tensor, num_sampled_nodes: Counts, num_sampled_edge
         edge_index: the batch's ``[2, E]`` edges in hop order (``batch.edge_index``).
         num_sampled_nodes, num_sampled_edges, num_layers: as in :func:`block_sizes`.
         self_loops: the self-loop mode of every block's Graph.
+        deferred_error: build the blocks deferred (``self_loops='keep'`` only): no wait for
+            their validation, a bad index recorded in this error word (see :class:`iognn.Graph`).
+        max_in_degree: with ``deferred_error``, a bound on the blocks' in-degree (the largest
+            fan-out), the ops' hint; -1 when unknown.
     """
     sizes = block_sizes(num_sampled_nodes, num_sampled_edges, num_layers)
     if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2:
@@ -87,5 +93,7 @@ def block_graphs(edge_index: Tensor, num_sampled_nodes: Counts, num_sampled_edge
     if sizes and sizes[0].num_edges > edge_index.size(1):
         raise ValueError(f"num_sampled_edges sum to {sizes[0].num_edges} edges but edge_index has "
                          f"{edge_index.size(1)}")
-    return [Graph(edge_index.narrow(1, 0, s.num_edges), (s.num_src, s.num_dst), self_loops)
-            for s in sizes]
+    deferred = {} if deferred_error is None else dict(deferred_error=deferred_error,
+                                                      degree_bounds=(max_in_degree, -1))
+    return [Graph(edge_index.narrow(1, 0, s.num_edges), (s.num_src, s.num_dst), self_loops,
+                  **deferred) for s in sizes]

@@ -57,7 +57,7 @@ import torch
 import torch.nn.functional as F
 
 from .blocks import block_graphs, block_sizes
-from .graph import Graph, SelfLoops
+from .graph import Graph, SelfLoops, raise_deferred_error
 from .train import CAPTURED, PeakMemory, build_convs, build_models, pick_device, report_config
 from .train import MINIBATCH_MODELS as MODELS
 from .train import text_table
@@ -91,6 +91,8 @@ class LayerStack(torch.nn.Module):
 
     def __init__(self, convs: Sequence[torch.nn.Module], dropout: float, mode: str = "blocks",
                  graph_loops: Optional[SelfLoops] = None):
+        # Blocks that keep self-loops are built deferred (no wait) when deferred_error is set:
+        # the error word their builds record into, read once an epoch (check_blocks).
         super().__init__()
         if mode not in STACK_MODES:
             raise ValueError(f"mode must be one of {STACK_MODES}, got {mode!r}")
@@ -98,13 +100,27 @@ class LayerStack(torch.nn.Module):
         self.dropout = dropout
         self.mode = mode
         self.graph_loops = graph_loops if mode == "blocks" else None
+        self.deferred_error: Optional[torch.Tensor] = None
+        self.max_in_degree = -1
 
     def block_graphs(self, batch) -> Optional[List[Graph]]:
         """The blocks' Graphs of ``batch`` when this stack runs on them, else None."""
         if self.graph_loops is None:
             return None
+        deferred = self.deferred_error is not None and self.graph_loops == SelfLoops.KEEP
         return block_graphs(batch.edge_index, batch.num_sampled_nodes, batch.num_sampled_edges,
-                            len(self.convs), self.graph_loops)
+                            len(self.convs), self.graph_loops,
+                            self.deferred_error if deferred else None, self.max_in_degree)
+
+    def defer_block_builds(self, device: torch.device, max_in_degree: int = -1) -> None:
+        """Builds this stack's blocks deferred from now on (blocks that keep self-loops)."""
+        self.deferred_error = torch.full((1,), -1, dtype=torch.int64, device=device)
+        self.max_in_degree = max_in_degree
+
+    def check_blocks(self) -> None:
+        """Raises what a deferred block build recorded (a synchronisation)."""
+        if self.deferred_error is not None:
+            raise_deferred_error(self.deferred_error, "a batch's edge_index")
 
     def forward(self, x, edge_index, num_sampled_nodes: Optional[Sequence[int]] = None,
                 num_sampled_edges: Optional[Sequence[int]] = None,
@@ -272,6 +288,7 @@ def run_epoch(model, optimizer, loader, randomness: SamplingRandomness, device: 
         last_loss = loss
     _sync(device)
     times.epoch_s = time.perf_counter() - epoch_start
+    model.check_blocks()
     if not profile_split:
         times.compute_s = max(0.0, times.epoch_s - times.sampling_s - times.transfer_s)
     if times.batches:
@@ -424,6 +441,9 @@ def train_minibatch(name: str, model: torch.nn.Module, data, sampler, config: Lo
         model.train()
         runner = CapturedEpochs(model, optimizer, data, config)
         runner.capture(train_seeds)
+    elif device.type == "cuda" and model.graph_loops == SelfLoops.KEEP:
+        fan_outs = config.num_neighbors
+        model.defer_block_builds(device, max(fan_outs) if min(fan_outs, default=0) >= 0 else -1)
     torch.manual_seed(config.seed)
     best_val, best_test, best_epoch = -1.0, 0.0, 0
     digest, epoch_times = hashlib.sha1(), []

@@ -51,3 +51,21 @@ def test_bad_edge_index():
         block_graphs(EDGE_INDEX[:, :8], NODES, EDGES)
     with pytest.raises(ValueError, match=r"must be a \[2, E\] tensor"):
         block_graphs(EDGE_INDEX[0], NODES, EDGES)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_deferred_blocks_equal_built_blocks(device):
+    g = torch.Generator().manual_seed(3)
+    nodes, edges = [4, 9, 17], [9, 30]
+    hops = [torch.stack([torch.randint(sum(nodes[:h + 2]), (edges[h],), generator=g),
+                         torch.randint(sum(nodes[:h + 1]), (edges[h],), generator=g)])
+            for h in range(2)]  # hop h: edges into the nodes found by hop h - 1
+    edge_index = torch.cat(hops, 1).to(device)
+    error = torch.full((1,), -1, device=device)
+    built = block_graphs(edge_index, nodes, edges)
+    deferred = block_graphs(edge_index, nodes, edges, deferred_error=error, max_in_degree=40)
+    for a, b in zip(built, deferred):
+        assert a.size == b.size and b.max_degree_hints == (40, -1)
+        for name in ("rowptr", "col", "eid", "colptr", "row", "csc2csr"):
+            assert torch.equal(getattr(a, name), getattr(b, name)), name
+    assert int(error) == -1
