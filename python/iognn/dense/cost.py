@@ -6,7 +6,8 @@ transforms its padding slots). They differ in the aggregation: the sparse path g
 tile entry, zero or not (``3 * 2 * slots * b * P * F_out`` FLOPs), so its aggregation does
 ``3 * b * P / d`` times the sparse work, d the packed edges per slot (the brief's ``3 * S * P / d``
 with Balog's block S, our b). Dense wins only when the tiles are well filled or when gathers are
-much dearer than Tensor Core FLOPs. The rates below are placeholders to be calibrated on the GPU.
+much dearer than Tensor Core FLOPs. ``DeviceRates.for_device`` gives uncalibrated placeholders;
+``iognn.dense.calibrate`` measures the rates on the device (``docs/dense.md``, "Choosing").
 """
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ import torch
 from .pack import PackedSupergraphs
 
 _INDEX_BYTES = 4  # int32 graph indices (iognn's default whenever they fit)
+# Ops issued per forward: dense_typed_propagate's torch ops (slot gather, transform, three
+# products, output gather, bias) and the remainder's four more; the sparse path's fewest
+# (typed_propagate's transform-first form: the stacked weight, the GEMM, the propagate pass,
+# the bias). The sparse count is a floor, so launches never tip a batch towards dense.
+_DENSE_LAUNCHES, _REMAINDER_LAUNCHES, _SPARSE_LAUNCHES = 20, 4, 5
 
 
 @dataclass(frozen=True)
@@ -27,11 +33,14 @@ class DeviceRates:
     gemm_flops_per_s: dense GEMM / batched-matmul rate for the feature dtype.
     bytes_per_s: streaming memory bandwidth.
     gather_bytes_per_s: bandwidth of row gathers (the sparse aggregation's reads).
+    launch_seconds: host time of issuing one op (each path pays it per op it runs); 0 leaves
+        launches out of the estimate.
     """
 
     gemm_flops_per_s: float
     bytes_per_s: float
     gather_bytes_per_s: float
+    launch_seconds: float = 0.0
 
     @staticmethod
     def for_device(device: torch.device, dtype: torch.dtype) -> "DeviceRates":
@@ -47,7 +56,10 @@ def estimate_cost(packed: PackedSupergraphs, f_in: int, f_out: int,
     """FLOPs and bytes of one propagate step on each path (forward only).
 
     Returns ``{"dense": {...}, "sparse": {...}}``, each with ``transform_flops``,
-    ``aggregate_flops``, ``bytes`` and ``gather_bytes``; the dense entry covers its remainder too.
+    ``aggregate_flops``, ``bytes``, ``gather_bytes`` and ``launches`` (ops issued); the dense
+    entry covers its remainder too. The sparse entry's ``transform_bytes`` (part of its
+    ``bytes``) is, with its ``transform_flops``, the transform of the batch's nodes that both
+    paths run.
     """
     elt = torch.empty(0, dtype=dtype).element_size()
     P, b = packed.num_edge_types, packed.block
@@ -72,12 +84,15 @@ def estimate_cost(packed: PackedSupergraphs, f_in: int, f_out: int,
             "aggregate_flops": 6 * slots * b * P * f_out + 2 * rem_edges * f_out,
             "bytes": dense_bytes,
             "gather_bytes": rem_edges * f_out * elt,
+            "launches": _DENSE_LAUNCHES + (_REMAINDER_LAUNCHES if rem_nodes else 0),
         },
         "sparse": {
             "transform_flops": 2 * n * f_in * P * f_out,
+            "transform_bytes": transform_bytes(n),  # part of "bytes"
             "aggregate_flops": 2 * edges * f_out,
             "bytes": sparse_bytes,
             "gather_bytes": edges * f_out * elt,
+            "launches": _SPARSE_LAUNCHES,
         },
     }
 
@@ -103,19 +118,27 @@ class PathChoice:
 def _seconds(cost: dict, rates: DeviceRates) -> float:
     flops = cost["transform_flops"] + cost["aggregate_flops"]
     return (flops / rates.gemm_flops_per_s + cost["bytes"] / rates.bytes_per_s
-            + cost["gather_bytes"] / rates.gather_bytes_per_s)
+            + cost["gather_bytes"] / rates.gather_bytes_per_s
+            + cost["launches"] * rates.launch_seconds)
 
 
 def choose_path(packed: PackedSupergraphs, f_in: int, f_out: int,
                 dtype: torch.dtype = torch.float32,
-                rates: Optional[DeviceRates] = None) -> PathChoice:
+                rates: Optional[DeviceRates] = None, margin: float = 1.0) -> PathChoice:
     """``'dense'`` or ``'sparse'`` for one typed propagate step of this batch, with the reason.
+
+    Dense when ``margin`` (>= 1) times its estimated time beyond the transform both paths run
+    (``h @ W`` of the batch's nodes) is below the sparse path's: a margin above 1 keeps batches
+    whose estimates are close (within the estimate's error) on the sparse path; 1 compares the
+    totals.
 
     The measures: ``tile_fill`` (nonzero tile entries / tile entries), ``edges_per_slot`` (d),
     ``inflation`` (dense / sparse aggregation FLOPs of the packed edges, ``3 * b * P / d``),
     ``padding`` (empty slots / slots), ``remainder_edge_fraction``, and the estimate's FLOPs and
     bytes per path. ``rates`` defaults to uncalibrated guesses for the batch's device.
     """
+    if not margin >= 1.0:
+        raise ValueError(f"margin must be at least 1, got {margin!r}")
     rates = rates or DeviceRates.for_device(packed.device, dtype)
     cost = estimate_cost(packed, f_in, f_out, dtype)
     dense_s, sparse_s = _seconds(cost["dense"], rates), _seconds(cost["sparse"], rates)
@@ -133,8 +156,15 @@ def choose_path(packed: PackedSupergraphs, f_in: int, f_out: int,
     if dense_edges == 0:
         return PathChoice("sparse", "no edge is in a supergraph tile (every graph went to the "
                           "remainder or has no edges)", dense_s, sparse_s, measures)
-    path = "dense" if dense_s < sparse_s else "sparse"
-    reason = (f"{path}: estimated dense {dense_s * 1e3:.3g} ms vs sparse {sparse_s * 1e3:.3g} ms; "
+    sparse_cost = cost["sparse"]
+    shared_s = (sparse_cost["transform_flops"] / rates.gemm_flops_per_s
+                + sparse_cost["transform_bytes"] / rates.bytes_per_s)
+    path = "dense" if margin * (dense_s - shared_s) < sparse_s - shared_s else "sparse"
+    against = ("" if margin == 1.0 else
+               f" (dense needs {margin:.3g}x less beyond the shared transform, "
+               f"{shared_s * 1e3:.3g} ms)")
+    reason = (f"{path}: estimated dense {dense_s * 1e3:.3g} ms vs sparse {sparse_s * 1e3:.3g} ms"
+              f"{against}; "
               f"tile fill {measures['tile_fill']:.2%}, dense aggregation does "
               f"{measures['inflation']:.3g}x the sparse FLOPs (3*b*P/d, d = {d:.3g} edges per "
               f"slot), padding {measures['padding']:.0%}, "

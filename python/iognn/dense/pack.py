@@ -139,6 +139,14 @@ def _positive_int(name: str, value) -> int:
     return value
 
 
+def check_supergraph_shape(size, block) -> tuple:
+    """(S, b) checked: positive ints, S a multiple of b."""
+    size, block = _positive_int("size", size), _positive_int("block", block)
+    if size % block:
+        raise ValueError(f"size (S = {size}) must be a multiple of block (b = {block})")
+    return size, block
+
+
 def _check_edge_type(edge_type, num_edges: int, num_edge_types: int) -> None:
     if not isinstance(edge_type, Tensor):
         raise TypeError(f"edge_type must be a Tensor, got {type(edge_type).__name__}")
@@ -225,10 +233,7 @@ def pack_supergraphs(batch, num_edge_types: int, size: int, block: int, *,
         the host).
     """
     num_edge_types = _positive_int("num_edge_types", num_edge_types)
-    size = _positive_int("size", size)
-    block = _positive_int("block", block)
-    if size % block:
-        raise ValueError(f"size (S = {size}) must be a multiple of block (b = {block})")
+    size, block = check_supergraph_shape(size, block)
     if not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating-point dtype, got {dtype}")
     edge_index, edge_type, ptr = _batch_parts(batch, num_edge_types)

@@ -6,6 +6,11 @@ b_{type(e)})`` in one typed_propagate call (per-(destination, type) aggregation 
 GEMMs: no ``E x H`` message tensor) and then ``h_i = GRUCell(m_i, h_i)``. The weights, biases and
 GRU are shared over the steps. ``docs/ggnn.md`` relates the layout to DGL's ``GatedGraphConv``
 and gives the conversion (``from_dgl_state_dict`` / ``to_dgl_state_dict``).
+
+With ``path='dense'`` or ``'auto'`` and a batch of small graphs (``ptr``, or a prebuilt
+``iognn.dense`` packing), the steps may run on Balog et al.'s dense supergraph path instead
+(``iognn.dense.dense_typed_propagate``, the same sum); the choice of each forward is kept in
+``last_path`` / ``last_choice`` (``docs/dense.md``).
 """
 from __future__ import annotations
 
@@ -16,6 +21,9 @@ import torch
 from torch import Tensor
 
 from ...adjacency import plain_edge_index
+from ...dense import (DeviceRates, PackedSupergraphs, PathChoice, calibrate, choose_path,
+                      dense_typed_propagate, pack_supergraphs)
+from ...dense.pack import check_supergraph_shape
 from ...ops.typed_propagate import typed_propagate
 from ...typed import TypedGraph
 from .._amp import autocast_input, like
@@ -23,6 +31,11 @@ from .._graph import cached
 from .gated_graph_conv import initial_state
 
 _REDUCES = ("sum", "mean")
+PATHS = ("sparse", "dense", "auto")
+# 'auto' takes the dense path only when its estimate is this many times below the sparse one's:
+# the estimate is a roofline sum, so a close call stays on the sparse path.
+AUTO_MARGIN = 2.0
+_NO_ESTIMATE = float("nan")
 
 
 class TypedGatedGraphConv(torch.nn.Module):
@@ -53,6 +66,18 @@ class TypedGatedGraphConv(torch.nn.Module):
         gru_bias (bool, optional): Learn the GRU's biases. (default: ``True``)
         reduce (str, optional): ``'sum'`` or ``'mean'`` per (destination, type) group.
             (default: ``'sum'``)
+        path (str, optional): where the steps run: ``'sparse'`` (``typed_propagate``),
+            ``'dense'`` (the dense supergraph path of ``iognn.dense``; ``reduce='sum'`` only;
+            graphs that do not fit a supergraph run on its sparse remainder) or ``'auto'``
+            (dense only when ``iognn.dense.choose_path`` estimates it at least
+            ``AUTO_MARGIN`` times faster for the batch, with ``rates`` or the device's measured
+            ``iognn.dense.calibrate`` rates). (default: ``'sparse'``)
+        supergraph_size (int, optional): nodes per supergraph, S, when this layer packs a
+            batch. (default: ``256``)
+        block_size (int, optional): nodes per tile, b (S a multiple of it); graphs with a
+            bandwidth above b after RCM go to the remainder. (default: ``32``)
+        rates (iognn.dense.DeviceRates, optional): the rates ``'auto'`` estimates with
+            (default: measured once per device and dtype by ``iognn.dense.calibrate``).
 
     Shapes:
         - **input:** ``x`` ``[N, F_in]`` with ``F_in <= channels``; ``edge_index`` ``[2, E]``
@@ -61,20 +86,41 @@ class TypedGatedGraphConv(torch.nn.Module):
         - **output:** ``[N, channels]``
 
     The TypedGraph of an ``(edge_index, edge_type)`` pair is built once and cached on the
-    ``edge_type`` tensor (rebuilt when either tensor is modified in place).
+    ``edge_type`` tensor (rebuilt when either tensor is modified in place); so is the packing of
+    the dense and auto paths (keyed on ``ptr`` too).
+
+    After each forward, ``last_path`` is the path its steps took (``'sparse'`` or ``'dense'``)
+    and ``last_choice`` an ``iognn.dense.PathChoice``: the reason, the estimates and the
+    packing's measures (tile fill, edges per slot, inflation, padding, remainder share).
     """
 
     def __init__(self, channels: int, num_steps: int, num_edge_types: int, bias: bool = True,
-                 gru_bias: bool = True, reduce: str = "sum"):
+                 gru_bias: bool = True, reduce: str = "sum", path: str = "sparse",
+                 supergraph_size: int = 256, block_size: int = 32,
+                 rates: Optional[DeviceRates] = None):
         super().__init__()
         if reduce not in _REDUCES:
             raise ValueError(f"reduce must be one of {_REDUCES}, got {reduce!r}")
         if num_edge_types < 1:
             raise ValueError(f"num_edge_types must be at least 1, got {num_edge_types}")
+        if not isinstance(path, str) or path not in PATHS:
+            raise ValueError(f"path must be one of {PATHS}, got {path!r}")
+        if path == "dense" and reduce != "sum":
+            raise ValueError("path='dense' computes reduce='sum' only; use path='sparse' or "
+                             f"'auto' with reduce={reduce!r}")
+        self.supergraph_size, self.block_size = check_supergraph_shape(supergraph_size,
+                                                                       block_size)
+        if rates is not None and not isinstance(rates, DeviceRates):
+            raise TypeError("rates must be an iognn.dense.DeviceRates, got "
+                            f"{type(rates).__name__}")
         self.channels = channels
         self.num_steps = num_steps
         self.num_edge_types = num_edge_types
         self.reduce = reduce
+        self.path = path
+        self.rates = rates
+        self.last_path: Optional[str] = None
+        self.last_choice: Optional[PathChoice] = None
         self.weight = torch.nn.Parameter(torch.empty(num_edge_types, channels, channels))
         if bias:
             self.bias = torch.nn.Parameter(torch.empty(num_edge_types, channels))
@@ -94,16 +140,112 @@ class TypedGatedGraphConv(torch.nn.Module):
             if self.bias is not None:
                 self.bias.zero_()
 
-    def forward(self, x: Tensor, edge_index, edge_type: Optional[Tensor] = None) -> Tensor:
+    def forward(self, x: Tensor, edge_index, edge_type: Optional[Tensor] = None, *,
+                ptr: Optional[Tensor] = None,
+                packed: Optional[PackedSupergraphs] = None) -> Tensor:
+        """``ptr`` (PyG's ``batch.ptr``: graph g owns nodes ``ptr[g] .. ptr[g + 1] - 1``) or
+        ``packed`` (``iognn.dense.pack_supergraphs`` of this batch, e.g. built in the data
+        loader) give the dense and auto paths the batch's graphs; without either the input is
+        one graph. The sparse path ignores them."""
         h = initial_state("TypedGatedGraphConv", x, self.channels)
+        if self.path == "sparse":
+            self.last_path, self.last_choice = "sparse", _SPARSE_SETTING
+            tg = self.typed_graph(edge_index, edge_type, h.size(0))
+            return self._steps(h, lambda hm: typed_propagate(
+                tg, hm, like(self.weight, hm), self.reduce, bias=like(self.bias, hm)))
+        choice, packed = self._choose(h, edge_index, edge_type, ptr, packed)
+        self.last_path, self.last_choice = choice.path, choice
+        if choice.path == "dense":
+            return self._steps(h, lambda hm: dense_typed_propagate(
+                packed, hm, like(self.weight, hm), like(self.bias, hm)))
         tg = self.typed_graph(edge_index, edge_type, h.size(0))
+        return self._steps(h, lambda hm: typed_propagate(
+            tg, hm, like(self.weight, hm), self.reduce, bias=like(self.bias, hm)))
+
+    def _steps(self, h: Tensor, propagate) -> Tensor:
+        """``num_steps`` of ``h = GRU(propagate(h), h)``."""
         rnn = self.rnn
         for _ in range(self.num_steps):
             hm = autocast_input(h)  # messages in the autocast dtype, the state in x's
-            m = typed_propagate(tg, hm, like(self.weight, hm), self.reduce,
-                                bias=like(self.bias, hm))
+            m = propagate(hm)
             h = torch.gru_cell(m, h, rnn.weight_ih, rnn.weight_hh, rnn.bias_ih, rnn.bias_hh)
         return h
+
+    # ---- the dense path --------------------------------------------------------------------
+    def _choose(self, h: Tensor, edge_index, edge_type, ptr, packed):
+        """(PathChoice, packing or None) of this forward for ``path`` 'dense' or 'auto'."""
+        dtype = autocast_input(h).dtype
+        if self.path == "auto" and self.reduce != "sum":
+            return PathChoice("sparse", f"sparse: reduce={self.reduce!r} (the dense path sums)",
+                              _NO_ESTIMATE, _NO_ESTIMATE), None
+        if packed is None:
+            if self.path == "auto" and ptr is None and h.size(0) > self.supergraph_size:
+                return PathChoice("sparse", f"sparse: one graph of {h.size(0)} nodes (no ptr) "
+                                  f"does not fit a supergraph of {self.supergraph_size}",
+                                  _NO_ESTIMATE, _NO_ESTIMATE), None
+            packed = self.packing(edge_index, edge_type, ptr, h.size(0), dtype)
+        else:
+            self._check_packing(packed, h.size(0))
+        if self.path == "dense":
+            estimate = choose_path(packed, self.channels, self.channels, dtype, self.rates)
+            return PathChoice("dense", f"dense: forced by path='dense' (the estimate at "
+                              f"{'the given' if self.rates else 'uncalibrated'} rates says "
+                              f"{estimate.reason})", estimate.dense_seconds,
+                              estimate.sparse_seconds, estimate.measures), packed
+        rates = self.rates or calibrate(h.device, dtype)
+        return choose_path(packed, self.channels, self.channels, dtype, rates,
+                           margin=AUTO_MARGIN), packed
+
+    def packing(self, edge_index, edge_type: Optional[Tensor], ptr: Optional[Tensor],
+                num_nodes: int, dtype: torch.dtype = torch.float32) -> PackedSupergraphs:
+        """The (cached) supergraph packing of the batch, tiles in ``dtype``: built once per
+        ``(edge_index, edge_type, ptr)`` and stored on ``edge_type`` (on a TypedGraph input,
+        on it)."""
+        if isinstance(edge_index, TypedGraph):
+            if edge_type is not None:
+                raise ValueError("TypedGatedGraphConv: edge_type must be None when edge_index "
+                                 "is an iognn.TypedGraph (it holds the types)")
+            tg = edge_index
+            owner, plain, types = tg, None, None
+        else:
+            self._check_edge_tensors(edge_index, edge_type)
+            owner, plain, types = edge_type, plain_edge_index(edge_index), edge_type
+        if ptr is not None and not isinstance(ptr, Tensor):
+            raise TypeError(f"TypedGatedGraphConv: ptr must be a Tensor, got {type(ptr).__name__}")
+        if ptr is None:
+            ptr = torch.tensor([0, num_nodes])
+            ptr_ref, ptr_version = None, None
+        else:
+            ptr_ref, ptr_version = weakref.ref(ptr), ptr._version
+
+        def build():
+            if plain is None:
+                edges, kinds = torch.stack([tg.src, tg.dst]), tg.type
+            else:
+                edges, kinds = plain, types
+            packed = pack_supergraphs((edges, kinds, ptr), self.num_edge_types,
+                                      self.supergraph_size, self.block_size, dtype=dtype)
+            self._check_packing(packed, num_nodes)
+            return (None if plain is None else weakref.ref(plain),
+                    None if plain is None else plain._version, ptr_ref, ptr_version, packed)
+
+        def fits(entry) -> bool:
+            return ((plain is None or (entry[0]() is plain and entry[1] == plain._version))
+                    and (entry[2] is None if ptr_ref is None
+                         else entry[2] is not None and entry[2]() is ptr and entry[3] == ptr_version)
+                    and entry[4].num_nodes == num_nodes)
+
+        key = ("packed", self.num_edge_types, self.supergraph_size, self.block_size, dtype)
+        return cached(owner, key, build, versioned=plain is not None, fits=fits)[4]
+
+    def _check_packing(self, packed, num_nodes: int) -> None:
+        if not isinstance(packed, PackedSupergraphs):
+            raise TypeError("TypedGatedGraphConv: packed must be an iognn.dense."
+                            f"PackedSupergraphs, got {type(packed).__name__}")
+        if packed.num_edge_types != self.num_edge_types or packed.num_nodes != num_nodes:
+            raise ValueError(f"TypedGatedGraphConv: the packing has {packed.num_edge_types} edge "
+                             f"types and {packed.num_nodes} nodes, the layer "
+                             f"{self.num_edge_types} types and x {num_nodes} nodes")
 
     def typed_graph(self, edge_index, edge_type: Optional[Tensor], num_nodes: int) -> TypedGraph:
         """The (cached) TypedGraph of the adjacency, checked against the layer and ``x``."""
@@ -113,18 +255,22 @@ class TypedGatedGraphConv(torch.nn.Module):
                                  "is an iognn.TypedGraph (it holds the types)")
             tg = edge_index
         else:
-            if edge_type is None:
-                raise ValueError("TypedGatedGraphConv: edge_type is required with an "
-                                 "edge_index tensor")
-            if not isinstance(edge_index, Tensor) or not isinstance(edge_type, Tensor):
-                raise TypeError("TypedGatedGraphConv: edge_index and edge_type must be "
-                                "Tensors (or edge_index an iognn.TypedGraph)")
+            self._check_edge_tensors(edge_index, edge_type)
             tg = cached_typed_graph(edge_index, edge_type, self.num_edge_types, num_nodes)
         if tg.num_types != self.num_edge_types or tg.size != (num_nodes, num_nodes):
             raise ValueError(f"TypedGatedGraphConv: the typed graph has {tg.num_types} types and "
                              f"sizes {tg.size}, the layer {self.num_edge_types} types and x "
                              f"{num_nodes} nodes")
         return tg
+
+    @staticmethod
+    def _check_edge_tensors(edge_index, edge_type) -> None:
+        if edge_type is None:
+            raise ValueError("TypedGatedGraphConv: edge_type is required with an "
+                             "edge_index tensor")
+        if not isinstance(edge_index, Tensor) or not isinstance(edge_type, Tensor):
+            raise TypeError("TypedGatedGraphConv: edge_index and edge_type must be "
+                            "Tensors (or edge_index an iognn.TypedGraph)")
 
     # ---- DGL's layout ----------------------------------------------------------------------
     @classmethod
@@ -147,8 +293,14 @@ class TypedGatedGraphConv(torch.nn.Module):
         return iognn_to_dgl_state_dict(self.state_dict())
 
     def __repr__(self) -> str:
+        dense = ("" if self.path == "sparse" else f", path={self.path!r}, supergraph_size="
+                 f"{self.supergraph_size}, block_size={self.block_size}")
         return (f"{self.__class__.__name__}({self.channels}, num_steps={self.num_steps}, "
-                f"num_edge_types={self.num_edge_types}, reduce={self.reduce!r})")
+                f"num_edge_types={self.num_edge_types}, reduce={self.reduce!r}{dense})")
+
+
+_SPARSE_SETTING = PathChoice("sparse", "sparse: path='sparse' (the layer's setting)",
+                             _NO_ESTIMATE, _NO_ESTIMATE)
 
 
 def cached_typed_graph(edge_index: Tensor, edge_type: Tensor, num_types: int,
