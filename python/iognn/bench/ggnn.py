@@ -12,7 +12,11 @@ gradients set to None before every step, iognn against PyG on the same weights:
   ``MessagePassing`` whose message is PyG's ``HeteroLinear`` of ``x_j`` by edge type, a
   ``GRUCell``);
 - ``TypedGraph build``: iognn's grouping of the batch by (destination, type), which the layer
-  caches on ``edge_type`` (paid once per batch).
+  caches on ``edge_type`` (paid once per batch);
+- on the devices of ``DENSE_PATH_DEVICES`` (:func:`dense_path_rows`): the typed GGNN on its
+  sparse path, on the dense supergraph path (:mod:`iognn.dense`) and on ``path='auto'``, on the
+  program graphs and on TU-like batches of small graphs (``DENSE_BATCHES``), the path each took
+  with the estimate behind it, the packing's host time, and the calibrated device rates.
 
 Wall times as the workloads suite takes them (host included, median of ``rounds`` rounds); the
 note gives the peak memory of one step above what was allocated before it (CUDA) and the largest
@@ -57,6 +61,12 @@ def _pyg_typed_ggnn_class():
 
 def program_batch(device: torch.device, seed: int):
     """(x [N, HIDDEN], edge_index, edge_type, label) of the bench's batch on ``device``."""
+    x, edge_index, edge_type, _, label = typed_program_batch(device, seed)
+    return x, edge_index, edge_type, label
+
+
+def typed_program_batch(device: torch.device, seed: int):
+    """``program_batch`` with the batch's ``ptr``: (x, edge_index, edge_type, ptr, label)."""
     from torch_geometric.data import Batch
     from ..program_graphs import VOCAB_SIZE, program_graphs
     count, low, high = SIZES["cuda" if device.type == "cuda" else "cpu"]
@@ -64,7 +74,8 @@ def program_batch(device: torch.device, seed: int):
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(VOCAB_SIZE, HIDDEN, generator=gen)[batch.x]
     label = f"programs {count}x[{low},{high}] N={batch.num_nodes} E={batch.edge_index.size(1)}"
-    return (x.to(device), batch.edge_index.to(device), batch.edge_type.to(device), label)
+    return (x.to(device), batch.edge_index.to(device), batch.edge_type.to(device),
+            batch.ptr.to(device), label)
 
 
 def layer_pairs(device: torch.device, seed: int) -> Dict[str, Dict[str, torch.nn.Module]]:
@@ -141,4 +152,140 @@ def ggnn_rows(cfg, device: torch.device, log: Callable[[str], None]) -> list:
         row.status = f"error: {type(error).__name__}: {str(error)[:200]}"
     rows.append(row)
     log(format_row(row))
+    if device.type in DENSE_PATH_DEVICES:
+        rows += dense_path_rows(cfg, device, log)
+    return rows
+
+
+# ---- the typed GGNN's sparse and dense paths -----------------------------------------------------
+# The literal dense path at 40 edge types does hundreds of times the sparse path's aggregation
+# work: seconds per step on a CPU, so its rows run on these devices (tests open the CPU).
+DENSE_PATH_DEVICES = ("cuda",)
+TU_LIKE = {"cuda": (128, 20, 40), "cpu": (8, 20, 40)}  # graphs, min and max nodes per graph
+# batch -> (forward edge kinds, or None for EDGE_KINDS; supergraph size S, block b). Program
+# graphs keep long data-flow edges (bandwidth about a third of their size after RCM): b = 256
+# packs the smaller ones, the rest run on the remainder. TU-like graphs fit b = 32; with one
+# kind they show the regime where the dense path can win.
+DENSE_BATCHES = {"programs": (None, 2048, 256), "tu-like": (None, 256, 32),
+                 "tu-like P1": (1, 256, 16)}
+DENSE_PATHS = ("sparse", "dense", "auto")
+
+
+def tu_like_batch(device: torch.device, seed: int, kinds: int):
+    """(x [N, HIDDEN], edge_index, edge_type, ptr, label): molecule-like graphs (a random tree
+    whose nodes join one of the few nodes before them, plus ring closures of 3 to 6 nodes) with
+    ``kinds`` random edge kinds, each edge with its reverse of kind ``k + kinds``."""
+    count, low, high = TU_LIKE["cuda" if device.type == "cuda" else "cpu"]
+    gen = torch.Generator().manual_seed(seed)
+    edges, ptr = [], [0]
+    for _ in range(count):
+        n = int(torch.randint(low, high + 1, (1,), generator=gen))
+        child = torch.arange(1, n)
+        tree = torch.stack([child - 1 - (torch.rand(n - 1, generator=gen) * child.clamp(max=3))
+                            .long(), child])
+        ring_end = torch.randint(6, n, (n // 6,), generator=gen)
+        rings = torch.stack([ring_end - torch.randint(3, 7, (n // 6,), generator=gen), ring_end])
+        edges.append(torch.cat([tree, rings], 1) + ptr[-1])
+        ptr.append(ptr[-1] + n)
+    forward = torch.cat(edges, 1)
+    kind = torch.randint(0, kinds, (forward.size(1),), generator=gen)
+    edge_index = torch.cat([forward, forward.flip(0)], 1)
+    edge_type = torch.cat([kind, kind + kinds])
+    x = torch.randn(ptr[-1], HIDDEN, generator=gen)
+    label = f"tu-like {count}x[{low},{high}] P{kinds} N={ptr[-1]} E={edge_index.size(1)}"
+    return (x.to(device), edge_index.to(device), edge_type.to(device),
+            torch.tensor(ptr).to(device), label)
+
+
+def path_layers(num_types: int, size: int, block: int, device: torch.device, seed: int,
+                rates=None) -> Dict[str, torch.nn.Module]:
+    """{path: TypedGatedGraphConv on that path}, all holding the same weights and estimating
+    with ``rates`` (default: the device's calibrated ones)."""
+    from .. import nn as io_nn
+    torch.manual_seed(seed)
+    layers = {path: io_nn.TypedGatedGraphConv(HIDDEN, STEPS, num_types, path=path,
+                                              supergraph_size=size, block_size=block,
+                                              rates=rates)
+              for path in DENSE_PATHS}
+    with torch.no_grad():
+        layers["sparse"].bias.normal_(0.0, 0.1)
+    for layer in layers.values():
+        layer.load_state_dict(layers["sparse"].state_dict())
+    return {path: layer.to(device) for path, layer in layers.items()}
+
+
+def choice_note(choice) -> str:
+    """The path a layer took and the estimate and packing measures behind it."""
+    if choice is None or choice.dense_seconds != choice.dense_seconds:  # no estimate (NaN)
+        return "" if choice is None else choice.reason
+    m = choice.measures
+    return (f"took {choice.path}: est. dense {choice.dense_seconds * 1e3:.3g} ms vs sparse "
+            f"{choice.sparse_seconds * 1e3:.3g} ms per step, fill {m['tile_fill']:.2%}, "
+            f"inflation {m['inflation']:.3g}, padding {m['padding']:.0%}, remainder "
+            f"{m['remainder_edge_fraction']:.0%} of edges")
+
+
+def dense_path_rows(cfg, device: torch.device, log: Callable[[str], None]) -> list:
+    """The typed GGNN on each path for each of ``DENSE_BATCHES`` (module note), forward +
+    backward; a packing row per batch; one row for the device's calibration."""
+    import time
+    from ..dense import calibrate, pack_supergraphs
+    from .workloads import Row, format_row, peak_mib, wall_time
+    start = time.perf_counter()
+    rates = calibrate(device, torch.float32, refresh=True)
+    rows = [Row("ggnn", str(device), "dense path calibrate fp32", "iognn",
+                wall_ms=(time.perf_counter() - start) * 1e3,
+                note=(f"bmm {rates.gemm_flops_per_s / 1e12:.3g} TFLOP/s, copy "
+                      f"{rates.bytes_per_s / 1e9:.3g} GB/s, gather "
+                      f"{rates.gather_bytes_per_s / 1e9:.3g} GB/s, launch "
+                      f"{rates.launch_seconds * 1e6:.3g} us"))]
+    log(format_row(rows[-1]))
+    for name, (kinds, size, block) in DENSE_BATCHES.items():
+        kinds = kinds or EDGE_KINDS
+        workload = f"typed GGNN T{STEPS} h{HIDDEN} R{2 * kinds} S{size} b{block}"
+        try:
+            batch = (typed_program_batch(device, cfg.seed) if name == "programs"
+                     else tu_like_batch(device, cfg.seed, kinds))
+            layers = path_layers(2 * kinds, size, block, device, cfg.seed, rates)
+        except Exception as error:  # noqa: BLE001 - a batch that cannot be set up is a row
+            rows.append(Row("ggnn", name, workload, "-", status=f"error: {error}"))
+            log(format_row(rows[-1]))
+            continue
+        x, edge_index, edge_type, ptr, label = batch
+        grad = torch.randn(x.shape, generator=torch.Generator().manual_seed(cfg.seed)).to(device)
+        outputs = {}
+        for path, layer in layers.items():
+            row = Row("ggnn", label, workload, path)
+            try:
+                step = fwd_bwd_step(layer, (x, edge_index, edge_type, ptr), grad)
+                row.wall_ms = wall_time(step, device, cfg.warmup, cfg.rounds, cfg.steps)
+                peak = peak_mib(step, device)
+                with torch.no_grad():
+                    outputs[path] = layer(x, edge_index, edge_type, ptr)
+                row.note = "; ".join(filter(None, [
+                    choice_note(layer.last_choice),
+                    None if peak is None else f"peak {peak:.1f} MiB"]))
+            except Exception as error:  # noqa: BLE001 - one failing row must not end the part
+                row.status = f"error: {type(error).__name__}: {str(error)[:200]}"
+            rows.append(row)
+        for row in rows[-len(layers):]:
+            if row.impl in outputs and "sparse" in outputs and row.impl != "sparse":
+                diff = float((outputs[row.impl] - outputs["sparse"]).abs().max())
+                row.note = "; ".join(filter(None, [row.note, f"max |{row.impl} - sparse| "
+                                                   f"{diff:.2e}"]))
+            log(format_row(row))
+        row = Row("ggnn", label, f"supergraph packing S{size} b{block}", "iognn")
+        try:
+            row.wall_ms = wall_time(lambda: pack_supergraphs(
+                (edge_index, edge_type, ptr), 2 * kinds, size, block), device, 1,
+                cfg.rounds, 1)
+            packed = layers["dense"].packing(edge_index, edge_type, ptr, x.size(0))
+            tile_mib = packed.tiles.numel() * packed.tiles.element_size() / 2**20
+            row.note = (f"host RCM and packing, once per batch: {packed.num_super} supergraphs, "
+                        f"{packed.remainder_nodes.numel()} of {packed.num_nodes} nodes in the "
+                        f"remainder, tiles {tile_mib:.4g} MiB")
+        except Exception as error:  # noqa: BLE001
+            row.status = f"error: {type(error).__name__}: {str(error)[:200]}"
+        rows.append(row)
+        log(format_row(row))
     return rows

@@ -140,7 +140,7 @@ class TypedGatedGraphConv(torch.nn.Module):
             if self.bias is not None:
                 self.bias.zero_()
 
-    def forward(self, x: Tensor, edge_index, edge_type: Optional[Tensor] = None, *,
+    def forward(self, x: Tensor, edge_index, edge_type: Optional[Tensor] = None,
                 ptr: Optional[Tensor] = None,
                 packed: Optional[PackedSupergraphs] = None) -> Tensor:
         """``ptr`` (PyG's ``batch.ptr``: graph g owns nodes ``ptr[g] .. ptr[g + 1] - 1``) or
