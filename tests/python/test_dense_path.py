@@ -16,7 +16,7 @@ import iognn
 import iognn.nn as io_nn
 from iognn import dense, program_graphs as pg
 from iognn.bench import ggnn
-from iognn.dense import DeviceRates, PackedSupergraphs, choose_path, pack_supergraphs
+from iognn.dense import DeviceRates, choose_path, pack_supergraphs
 from iognn.nn.conv import typed_gated_graph_conv as tggc
 
 from test_dense import mixed_graphs, typed_batch

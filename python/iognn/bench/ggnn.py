@@ -164,10 +164,10 @@ DENSE_PATH_DEVICES = ("cuda",)
 TU_LIKE = {"cuda": (128, 20, 40), "cpu": (8, 20, 40)}  # graphs, min and max nodes per graph
 # batch -> (forward edge kinds, or None for EDGE_KINDS; supergraph size S, block b). Program
 # graphs keep long data-flow edges (bandwidth about a third of their size after RCM): b = 256
-# packs the smaller ones, the rest run on the remainder. TU-like graphs fit b = 32; with one
-# kind they show the regime where the dense path can win.
-DENSE_BATCHES = {"programs": (None, 2048, 256), "tu-like": (None, 256, 32),
-                 "tu-like P1": (1, 256, 16)}
+# packs the smaller ones, the rest run on the remainder. TU-like graphs have bandwidths under 8
+# after RCM; with one kind they show the regime where the dense path can win.
+DENSE_BATCHES = {"programs": (None, 2048, 256), "tu-like": (None, 256, 16),
+                 "tu-like P1": (1, 256, 8)}
 DENSE_PATHS = ("sparse", "dense", "auto")
 
 

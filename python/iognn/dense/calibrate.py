@@ -17,8 +17,6 @@ clears the cache.
 """
 from __future__ import annotations
 
-import statistics
-import time
 from typing import Callable, Dict, Tuple
 
 import torch
@@ -40,23 +38,11 @@ def _key(device, dtype: torch.dtype) -> Tuple[str, torch.dtype]:
     return str(device), dtype
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _seconds(run: Callable[[], object], device: torch.device, repeats: int = 1) -> float:
-    """Median wall seconds of ``repeats`` back-to-back calls of ``run`` (after one warm-up)."""
-    run()
-    _sync(device)
-    times = []
-    for _ in range(_ROUNDS):
-        start = time.perf_counter()
-        for _ in range(repeats):
-            run()
-        _sync(device)
-        times.append((time.perf_counter() - start) / repeats)
-    return max(statistics.median(times), 1e-9)
+    """Median wall seconds of ``repeats`` back-to-back calls of ``run`` (after one warm-up):
+    the bench's own clock."""
+    from ..bench.workloads import wall_time  # the bench imports the layers, which import this
+    return max(wall_time(run, device, 1, _ROUNDS, repeats) / 1e3, 1e-9)
 
 
 def measure_rates(device, dtype: torch.dtype = torch.float32) -> DeviceRates:
