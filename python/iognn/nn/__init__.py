@@ -10,12 +10,14 @@ from .aggr import (Aggregation, DegreeScalerAggregation, MaxAggregation, MeanAgg
                    VarAggregation)
 from ._graph import forget_graphs
 from .conv import (FastRGCNConv, GATConv, GATv2Conv, GatedGraphConv, GCNConv, GINConv, GINEConv,
-                   GraphConv, PNAConv, RGCNConv, SAGEConv, TransformerConv, TypedGatedGraphConv)
+                   GraphConv, PNAConv, RGATConv, RGCNConv, SAGEConv, TransformerConv,
+                   TypedGatedGraphConv)
 from .hetero_conv import HeteroConv
 from .linear import Linear
 
 __all__ = ["Linear", "GCNConv", "SAGEConv", "GINConv", "GINEConv", "GraphConv", "GATConv",
            "GATv2Conv", "TransformerConv", "PNAConv", "GatedGraphConv", "TypedGatedGraphConv",
-           "RGCNConv", "FastRGCNConv", "HeteroConv", "aggr", "Aggregation", "SumAggregation", "MeanAggregation",
+           "RGCNConv", "FastRGCNConv", "RGATConv", "HeteroConv", "aggr", "Aggregation",
+           "SumAggregation", "MeanAggregation",
            "MinAggregation", "MaxAggregation", "VarAggregation", "StdAggregation",
            "MultiAggregation", "DegreeScalerAggregation", "forget_graphs"]

@@ -15,6 +15,7 @@ from .gcn_conv import GCNConv
 from .gin_conv import GINConv, GINEConv
 from .graph_conv import GraphConv
 from .pna_conv import PNAConv
+from .rgat_conv import RGATConv
 from .rgcn_conv import FastRGCNConv, RGCNConv
 from .sage_conv import SAGEConv
 from .transformer_conv import TransformerConv
@@ -22,4 +23,4 @@ from .typed_gated_graph_conv import TypedGatedGraphConv
 
 __all__ = ["GCNConv", "SAGEConv", "GINConv", "GINEConv", "GraphConv", "GATConv", "GATv2Conv",
            "TransformerConv", "PNAConv", "GatedGraphConv", "TypedGatedGraphConv", "RGCNConv",
-           "FastRGCNConv"]
+           "FastRGCNConv", "RGATConv"]
