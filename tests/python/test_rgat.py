@@ -100,23 +100,30 @@ def small_graph(num_nodes=14, num_edges=50, num_types=3, seed=0):
     return edge_index, edge_type
 
 
+GRID_GRAPH = small_graph()
+
+
 def grid():
+    """Every attention mechanism x mode (x dim) x mod x heads x decomposition x edge_dim; concat
+    alternates over the decomposition x edge_dim combinations, so that every other combination
+    meets both values of concat."""
+    combos = list(itertools.product(DECOMPOSITIONS, [None, 2]))
     for mechanism, mode, mod, heads, dim in itertools.product(MECHANISMS, MODES, MODS, [1, 3],
                                                                [1, 2]):
         if mode == "additive-self-attention" and dim > 1:
             continue
-        yield mechanism, mode, mod, heads, dim
+        for k, (decomposition, edge_dim) in enumerate(combos):
+            concat = (k + heads + dim) % 2 == 0
+            yield mechanism, mode, mod, heads, dim, concat, decomposition, edge_dim
 
 
-@pytest.mark.parametrize("edge_dim", [None, 2])
-@pytest.mark.parametrize("decomposition", list(DECOMPOSITIONS))
-@pytest.mark.parametrize("concat", [True, False])
-@pytest.mark.parametrize("mechanism,mode,mod,heads,dim", list(grid()))
+@pytest.mark.parametrize("mechanism,mode,mod,heads,dim,concat,decomposition,edge_dim",
+                         list(grid()))
 def test_matches_pyg(mechanism, mode, mod, heads, dim, concat, decomposition, edge_dim):
     pyg, ours = make_pair(4, 4, 3, mod=mod, attention_mechanism=mechanism, attention_mode=mode,
                           heads=heads, dim=dim, concat=concat, edge_dim=edge_dim,
                           **DECOMPOSITIONS[decomposition])
-    edge_index, edge_type = small_graph()
+    edge_index, edge_type = GRID_GRAPH
     edge_attr = None if edge_dim is None else features(edge_index.size(1), edge_dim, seed=9)
     assert_same(pyg, ours, features(14, 4), edge_index, edge_type, edge_attr)
 
