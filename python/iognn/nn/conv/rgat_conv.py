@@ -106,21 +106,15 @@ class RGATConv(MessagePassingModule):
             raise NotImplementedError(f"{name}: iognn sums or averages the attention-weighted "
                                       f"messages; aggr={args.aggr!r} is not supported")
         args.install(self)
-        self.heads = heads
-        self.negative_slope = negative_slope
-        self.dropout = dropout
-        self.mod = mod
+        # PyG's attributes, set from one table (PyG stores each constructor argument).
+        hyper = dict(heads=heads, negative_slope=negative_slope, dropout=dropout, mod=mod,
+                     concat=concat, attention_mode=attention_mode,
+                     attention_mechanism=attention_mechanism, dim=dim, edge_dim=edge_dim,
+                     in_channels=in_channels, out_channels=out_channels,
+                     num_relations=num_relations, num_bases=num_bases, num_blocks=num_blocks)
+        for key, value in hyper.items():
+            setattr(self, key, value)
         self.activation = torch.nn.ReLU()
-        self.concat = concat
-        self.attention_mode = attention_mode
-        self.attention_mechanism = attention_mechanism
-        self.dim = dim
-        self.edge_dim = edge_dim
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.num_relations = num_relations
-        self.num_bases = num_bases
-        self.num_blocks = num_blocks
         _check_options(self)
 
         hc, hd = heads * out_channels, heads * dim
