@@ -75,6 +75,10 @@ def _type_offsets(types: Tensor, num_types: int) -> List[int]:
     return [0] + torch.cumsum(counts, 0).tolist()
 
 
+# Dense intermediates up to this many elements (128 MiB in fp32) are always formed: see strategy().
+SMALL_DENSE = 1 << 25
+
+
 class TypedGraph:
     """Edges with types, grouped by (destination, type) for ``iognn.ops.typed_propagate``.
 
@@ -207,15 +211,17 @@ class TypedGraph:
         transform-first intermediate is not kept for the backward (the aggregate-first one is:
         the weight's gradient reads it). Then dense (one GEMM over ``N * R`` rows) unless its
         intermediate is larger than the grouped strategy's (U or P rows of both widths): at
-        large R the ``N * R * F`` tensor is never formed when the E-sized one is smaller.
+        large R the ``N * R * F`` tensor is never formed when the E-sized one is smaller, unless it
+        is small (``SMALL_DENSE`` elements): the grouped forms issue a GEMM per type (R launches
+        forward, 2R backward), which on a small batch cost more than one GEMM over ``N * R`` rows.
         """
         width = in_features + out_features
         if in_features < out_features:
             dense = self.num_dst_nodes * self.num_types * in_features
-            return ("aggregate_dense" if dense <= self.num_groups * width
+            return ("aggregate_dense" if dense <= max(self.num_groups * width, SMALL_DENSE)
                     else "aggregate_grouped")
         dense = self.num_src_nodes * self.num_types * out_features
-        if dense <= self.num_edges * width:  # P <= E: no need to count the pairs
+        if dense <= max(self.num_edges * width, SMALL_DENSE):  # P <= E: no need to count pairs
             return "transform_dense"
         return "transform_dense" if dense <= self.num_pairs * width else "transform_grouped"
 

@@ -7,7 +7,7 @@ import torch
 
 import iognn
 from iognn.ops import typed_propagate
-from iognn.typed import STRATEGIES
+from iognn.typed import SMALL_DENSE, STRATEGIES
 
 from conftest import GRAPH_CASES
 
@@ -165,9 +165,15 @@ def test_strategy_choice():
     assert few.strategy(64, 128) == "aggregate_dense"
     assert few.strategy(128, 64) == "transform_dense"
     assert few.strategy(128, 128) == "transform_dense"  # equal widths: nothing kept for backward
-    # At R = 128 the N * R * F intermediate is 32x the edge count: grouped.
-    assert many.strategy(64, 128) == "aggregate_grouped"
-    assert many.strategy(128, 64) == "transform_grouped"
+    # At R = 128 the N * R * F intermediate (8-16M elements) is 32x the edge count, but small
+    # enough that one GEMM beats a GEMM per type: dense; at 8x the nodes it is grouped.
+    assert many.strategy(64, 128) == "aggregate_dense"
+    assert many.strategy(128, 64) == "transform_dense"
+    big_index = torch.randint(0, 8000, (2, 4000), generator=g)
+    big = iognn.TypedGraph(big_index, torch.randint(0, 128, (4000,), generator=g), 128)
+    assert 8000 * 128 * 64 > SMALL_DENSE
+    assert big.strategy(64, 128) == "aggregate_grouped"
+    assert big.strategy(128, 64) == "transform_grouped"
     x, weight = torch.randn(1000, 8), torch.randn(128, 8, 4)
     torch.testing.assert_close(typed_propagate(many, x, weight, "mean"),
                                typed_propagate(many, x, weight, "mean",
