@@ -27,6 +27,21 @@ DESCRIPTION = ("Benchmark iognn ops and layers against PyTorch Geometric: time, 
                "bytes floor and a correctness check per op, graph, dtype and implementation.")
 
 
+# The workloads suite's options of one part: (WorkloadsConfig field, type, help).
+PART_OPTIONS = (
+    ("minibatch_graphs", _csv,
+     "minibatch part: graphs (default: synthetic-products,amazon_computers)"),
+    ("minibatch_scale", float,
+     "minibatch part: scale of synthetic-products (default: 1 on a GPU, 0.01 on the host)"),
+    ("minibatch_epochs", int,
+     "minibatch part: timed epochs per implementation, the median reported (default: 1)"),
+    ("graph_training_datasets", _csv,
+     "graph_training part: graph datasets (default: tu_nci1,reddit10k)"),
+    ("graph_training_epochs", int,
+     "graph_training part: timed epochs per implementation, the median reported (default: 1)"),
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="iognn bench", description=DESCRIPTION)
     add_arguments(p)
@@ -41,16 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "small and mid-size graphs, wall time with the host included")
     p.add_argument("--parts", type=_csv, help="workloads suite: parts to run out of "
                    "steps,layers,batches,ops,minibatch,ggnn,graph_training (default: all)")
-    p.add_argument("--minibatch-graphs", type=_csv, help="workloads suite, minibatch part: "
-                   "graphs (default: synthetic-products,amazon_computers)")
-    p.add_argument("--minibatch-scale", type=float, help="workloads suite, minibatch part: "
-                   "scale of synthetic-products (default: 1 on a GPU, 0.01 on the host)")
-    p.add_argument("--minibatch-epochs", type=int, help="workloads suite, minibatch part: timed "
-                   "epochs per implementation, the median reported (default: 1)")
-    p.add_argument("--graph-training-datasets", type=_csv, help="workloads suite, "
-                   "graph_training part: graph datasets (default: tu_nci1,reddit10k)")
-    p.add_argument("--graph-training-epochs", type=int, help="workloads suite, graph_training "
-                   "part: timed epochs per implementation, the median reported (default: 1)")
+    for name, kind, text in PART_OPTIONS:
+        p.add_argument("--" + name.replace("_", "-"), type=kind, help=f"workloads suite, {text}")
     p.add_argument("--compile-graphs", type=_csv, help="workloads suite: graphs that get the "
                    "torch.compile rows (default: cora,random:10000:200000; 'none' for none)")
     p.add_argument("--op-graphs", type=_csv, help="workloads suite: graphs of the op rows")
@@ -146,8 +153,7 @@ def run_workloads_suite(args: argparse.Namespace) -> int:
         config.warmup = args.warmup
     if args.repeats is not None:
         config.steps = args.repeats
-    for name in ("minibatch_graphs", "minibatch_scale", "minibatch_epochs",
-                 "graph_training_datasets", "graph_training_epochs"):
+    for name, _, _ in PART_OPTIONS:
         value = getattr(args, name)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {value}")
