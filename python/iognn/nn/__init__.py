@@ -12,7 +12,6 @@ from ._graph import forget_graphs
 from .conv import (FastRGCNConv, GATConv, GATv2Conv, GatedGraphConv, GCNConv, GINConv, GINEConv,
                    GraphConv, PNAConv, RGATConv, RGCNConv, SAGEConv, TransformerConv,
                    TypedGatedGraphConv)
-from .hetero_conv import HeteroConv
 from .linear import Linear
 
 __all__ = ["Linear", "GCNConv", "SAGEConv", "GINConv", "GINEConv", "GraphConv", "GATConv",
@@ -21,3 +20,12 @@ __all__ = ["Linear", "GCNConv", "SAGEConv", "GINConv", "GINEConv", "GraphConv", 
            "SumAggregation", "MeanAggregation",
            "MinAggregation", "MaxAggregation", "VarAggregation", "StdAggregation",
            "MultiAggregation", "DegreeScalerAggregation", "forget_graphs"]
+
+
+def __getattr__(name: str):
+    # HeteroConv subclasses PyG's HeteroConv: importing it imports torch_geometric (and its own
+    # dependencies), which `import iognn` must not need. It loads on first use.
+    if name == "HeteroConv":
+        from .hetero_conv import HeteroConv
+        return HeteroConv
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
