@@ -29,6 +29,7 @@ from ...typed import TypedGraph
 from .._amp import autocast_input, like
 from .._graph import cached
 from .gated_graph_conv import initial_state
+from .rgcn_conv import _typed_graph
 
 _REDUCES = ("sum", "mean")
 PATHS = ("sparse", "dense", "auto")
@@ -85,9 +86,9 @@ class TypedGatedGraphConv(torch.nn.Module):
           prebuilt ``iognn.TypedGraph`` (``edge_type`` then omitted).
         - **output:** ``[N, channels]``
 
-    The TypedGraph of an ``(edge_index, edge_type)`` pair is built once and cached on the
-    ``edge_type`` tensor (rebuilt when either tensor is modified in place); so is the packing of
-    the dense and auto paths (keyed on ``ptr`` too).
+    The TypedGraph of an ``(edge_index, edge_type)`` pair is built once and cached, as RGCNConv
+    caches it (rebuilt when either tensor is modified in place); the packing of the dense and auto
+    paths is cached on ``edge_type`` (keyed on ``ptr`` too).
 
     After each forward, ``last_path`` is the path its steps took (``'sparse'`` or ``'dense'``)
     and ``last_choice`` an ``iognn.dense.PathChoice``: the reason, the estimates and the
@@ -256,7 +257,8 @@ class TypedGatedGraphConv(torch.nn.Module):
             tg = edge_index
         else:
             self._check_edge_tensors(edge_index, edge_type)
-            tg = cached_typed_graph(edge_index, edge_type, self.num_edge_types, num_nodes)
+            tg = _typed_graph(edge_index, edge_type, self.num_edge_types,
+                              (num_nodes, num_nodes))
         if tg.num_types != self.num_edge_types or tg.size != (num_nodes, num_nodes):
             raise ValueError(f"TypedGatedGraphConv: the typed graph has {tg.num_types} types and "
                              f"sizes {tg.size}, the layer {self.num_edge_types} types and x "
@@ -301,24 +303,6 @@ class TypedGatedGraphConv(torch.nn.Module):
 
 _SPARSE_SETTING = PathChoice("sparse", "sparse: path='sparse' (the layer's setting)",
                              _NO_ESTIMATE, _NO_ESTIMATE)
-
-
-def cached_typed_graph(edge_index: Tensor, edge_type: Tensor, num_types: int,
-                       num_nodes: int) -> TypedGraph:
-    """The TypedGraph of ``(edge_index, edge_type)``, stored on ``edge_type`` with a weak
-    reference to ``edge_index`` and its version: reused while both tensors are the same,
-    unmodified objects and the sizes match."""
-    plain = plain_edge_index(edge_index)
-
-    def build():
-        return (weakref.ref(plain), plain._version,
-                TypedGraph(plain, edge_type, num_types, (num_nodes, num_nodes)))
-
-    def fits(entry) -> bool:
-        return (entry[0]() is plain and entry[1] == plain._version
-                and entry[2].size == (num_nodes, num_nodes))
-
-    return cached(edge_type, ("typed_graph", num_types), build, fits=fits)[2]
 
 
 def dgl_to_iognn_state_dict(state_dict: Dict[str, Tensor]) -> Dict[str, Tensor]:
