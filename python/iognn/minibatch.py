@@ -51,10 +51,11 @@ import hashlib
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
 
 from .blocks import block_graphs, block_sizes
 from .graph import Graph, SelfLoops, raise_deferred_error
@@ -207,16 +208,25 @@ def is_sorted_by_destination(data) -> bool:
 
 
 def make_loader(data, sampler, seeds: torch.Tensor, config: LoaderConfig, shuffle: bool,
-                randomness: SamplingRandomness):
+                randomness: SamplingRandomness, index_sampler=None):
+    """A :class:`iognn.loader.NeighborLoader` over ``seeds``; ``index_sampler`` (a
+    ``torch.utils.data.Sampler`` over positions in ``seeds``, with ``shuffle`` False) picks the
+    seeds each epoch draws instead."""
     from .loader import NeighborLoader
     workers = config.num_workers
     return NeighborLoader(data, num_neighbors=config.num_neighbors, input_nodes=seeds,
                           batch_size=config.batch_size, shuffle=shuffle, neighbor_sampler=sampler,
                           num_workers=workers, persistent_workers=workers > 0,
-                          pin_memory=config.pin_memory, generator=randomness.shuffle)
+                          pin_memory=config.pin_memory, generator=randomness.shuffle,
+                          sampler=index_sampler)
 
 
 # ---- one epoch ----------------------------------------------------------------------------------
+def unwrap(model) -> LayerStack:
+    """The :class:`LayerStack` itself, also when ``DistributedDataParallel`` wraps it."""
+    return model.module if isinstance(model, DistributedDataParallel) else model
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -250,7 +260,9 @@ def seed_loss(model, batch, graphs=None):
 def run_epoch(model, optimizer, loader, randomness: SamplingRandomness, device: torch.device,
               profile_split: bool = False, bar=None) -> EpochTimes:
     """One pass over ``loader`` (forward, cross entropy of the seeds, backward, Adam step per
-    batch) with the time split of the module note."""
+    batch) with the time split of the module note. ``model``: a :class:`LayerStack`, or one
+    wrapped in ``DistributedDataParallel`` (whose forward then all-reduces the gradients)."""
+    stack = unwrap(model)
     times = EpochTimes()
     split_sync = _sync if profile_split else (lambda device: None)
     iterator = iter(loader)
@@ -267,7 +279,7 @@ def run_epoch(model, optimizer, loader, randomness: SamplingRandomness, device: 
         batch = batch.to(device, non_blocking=True)
         split_sync(device)
         t2 = time.perf_counter()
-        graphs = model.block_graphs(batch)  # iognn's layers on blocks: their Graphs, once
+        graphs = stack.block_graphs(batch)  # iognn's layers on blocks: their Graphs, once
         split_sync(device)
         t3 = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
@@ -288,7 +300,7 @@ def run_epoch(model, optimizer, loader, randomness: SamplingRandomness, device: 
         last_loss = loss
     _sync(device)
     times.epoch_s = time.perf_counter() - epoch_start
-    model.check_blocks()
+    stack.check_blocks()
     if not profile_split:
         times.compute_s = max(0.0, times.epoch_s - times.sampling_s - times.transfer_s)
     if times.batches:
@@ -372,8 +384,10 @@ class CapturedEpochs:
 
 
 @torch.no_grad()
-def evaluate(model, loader, randomness: SamplingRandomness, device: torch.device) -> float:
-    """Accuracy of the seeds' predictions over every batch of ``loader``."""
+def correct_predictions(model, loader, randomness: SamplingRandomness,
+                        device: torch.device) -> Tuple[int, int]:
+    """(correct, total): the seeds predicted right over every batch of ``loader``, and the
+    seeds."""
     model.eval()
     correct = total = 0
     iterator = iter(loader)
@@ -385,6 +399,12 @@ def evaluate(model, loader, randomness: SamplingRandomness, device: torch.device
         out = seed_output(model, batch, model.block_graphs(batch))
         correct += int((out.argmax(dim=-1) == batch.y[:batch.batch_size]).sum())
         total += batch.batch_size
+    return correct, total
+
+
+def evaluate(model, loader, randomness: SamplingRandomness, device: torch.device) -> float:
+    """Accuracy of the seeds' predictions over every batch of ``loader``."""
+    correct, total = correct_predictions(model, loader, randomness, device)
     return correct / total if total else 0.0
 
 
@@ -445,8 +465,7 @@ def train_minibatch(name: str, model: torch.nn.Module, data, sampler, config: Lo
         fan_outs = config.num_neighbors
         model.defer_block_builds(device, max(fan_outs) if min(fan_outs, default=0) >= 0 else -1)
     torch.manual_seed(config.seed)
-    best_val, best_test, best_epoch = -1.0, 0.0, 0
-    digest, epoch_times = hashlib.sha1(), []
+    log = TrainingLog()
     with PeakMemory(device) as memory:
         for epoch in range(1, epochs + 1):
             model.train()
@@ -459,20 +478,36 @@ def train_minibatch(name: str, model: torch.nn.Module, data, sampler, config: Lo
                 times = run_epoch(model, optimizer, train_loader, randomness, device,
                                   profile_split, bar)
             val, test = (evaluate(model, loader, randomness, device) for loader in eval_loaders)
-            if val > best_val:
-                best_val, best_test, best_epoch = val, test, epoch
+            log.add(epoch, times, val, test)
             bar.set_postfix(loss=f"{times.loss:.3f}", val=f"{val:.3f}", test=f"{test:.3f}")
             bar.close()
-            digest.update(repr(times.sizes).encode())
-            epoch_times.append(times)
-    epochs_json = [{k: v for k, v in asdict(t).items() if k != "sizes"} for t in epoch_times]
-    result = MiniBatchResult(
-        name, best_test, best_val, best_epoch, epoch_times[-1].loss,
-        *(_mean([getattr(t, k) for t in epoch_times])
-          for k in ("epoch_s", "sampling_s", "transfer_s", "compute_s")),
-        epoch_times[-1].batches, epoch_times[-1].sampled_edges, memory.mib,
-        digest.hexdigest()[:16], epochs_json)
-    return result, memory.method
+    return log.result(name, memory.mib), memory.method
+
+
+class TrainingLog:
+    """The epochs of a run as the report gives them: each epoch's times, the best validation
+    epoch (the earliest on ties) and a digest of every batch's node and edge counts."""
+
+    def __init__(self):
+        self.best_val, self.best_test, self.best_epoch = -1.0, 0.0, 0
+        self.digest = hashlib.sha1()
+        self.epochs: List[EpochTimes] = []
+
+    def add(self, epoch: int, times: EpochTimes, val: float, test: float) -> None:
+        if val > self.best_val:
+            self.best_val, self.best_test, self.best_epoch = val, test, epoch
+        self.digest.update(repr(times.sizes).encode())
+        self.epochs.append(times)
+
+    def result(self, name: str, peak_memory_mib: float) -> MiniBatchResult:
+        last = self.epochs[-1]
+        epochs_json = [{k: v for k, v in asdict(t).items() if k != "sizes"} for t in self.epochs]
+        return MiniBatchResult(
+            name, self.best_test, self.best_val, self.best_epoch, last.loss,
+            *(_mean([getattr(t, k) for t in self.epochs])
+              for k in ("epoch_s", "sampling_s", "transfer_s", "compute_s")),
+            last.batches, last.sampled_edges, peak_memory_mib, self.digest.hexdigest()[:16],
+            epochs_json)
 
 
 def warm_up(model, loader, seeds, device) -> None:
@@ -536,28 +571,47 @@ TIME_NOTE = ("epoch s: wall time of a training epoch (sampling, transfer, forwar
              "Adam; not evaluation), mean over the epochs after an untimed warm-up batch")
 
 
-def run_minibatch_training(args) -> dict:
-    """``iognn train --loader neighbor``: loads the data, trains every implementation on the
-    same batches and returns the report (the ``--json`` file)."""
-    from .datasets import load_dataset
-    data = load_dataset(args.dataset, args.data_dir)
+@dataclass
+class PreparedRun:
+    """What every mini-batch run of ``iognn train`` starts from: the graph where the sampler
+    samples it, the loaders' settings, and the model's shape."""
+    args: object
+    data: object
+    device: torch.device         # the model's
+    graph_device: torch.device
+    config: LoaderConfig
+    num_classes: int
+
+    def build_stack(self, model, layers, in_channels, hidden, classes, **kwargs) -> LayerStack:
+        """:func:`build_stack` with one layer per hop (``build`` of :func:`build_models`)."""
+        return build_stack(model, layers, in_channels, hidden, classes,
+                           len(self.args.num_neighbors), trim=not self.args.no_trim, **kwargs)
+
+    def describe(self) -> str:
+        args, data = self.args, self.data
+        return (f"{args.model} x{len(args.num_neighbors)} on {args.dataset}: {data.num_nodes} "
+                f"nodes, {data.num_edges} edges, {data.num_features} features, "
+                f"{self.num_classes} classes; graph on {self.graph_device}, model on "
+                f"{self.device}; fan-out {args.num_neighbors}, batch {args.batch_size}, "
+                f"{args.epochs} epochs")
+
+    def report(self, results: Sequence[MiniBatchResult], memory_metric: str,
+               time_metric: str = TIME_NOTE) -> dict:
+        """The report (the ``--json`` file) of ``results``."""
+        config = report_config(self.args)
+        config.update(device=str(self.device), graph_device=str(self.graph_device))
+        return {"config": config, "time_metric": time_metric,
+                "split_metric": SPLIT_SYNCED if self.args.profile_split else SPLIT_EPOCH,
+                "memory_metric": memory_metric + " (MiB)", "num_nodes": self.data.num_nodes,
+                "num_edges": self.data.num_edges, "results": [asdict(r) for r in results]}
+
+
+def prepare_run(args, data, device: torch.device) -> PreparedRun:
+    """Places ``data`` (``--graph-device``) and settles the loaders' options for a model on
+    ``device``."""
     num_classes = int(data.y.max()) + 1
-    device = pick_device(args.device, args.model, args.heads)
     graph_device = pick_graph_device(args.graph_device, device, data)
     data = data.to(graph_device)
-    hops = len(args.num_neighbors)
-
-    def build(model, layers, in_channels, hidden, classes, **kwargs):
-        return build_stack(model, layers, in_channels, hidden, classes, hops,
-                           trim=not args.no_trim, **kwargs)
-
-    captured = (device.type == "cuda" and graph_device == device and not args.no_capture
-                and args.model in CAPTURED_MODELS and not args.no_trim
-                and min(args.num_neighbors, default=0) >= 0)
-    if device.type == "cuda" and not args.no_capture and not captured:
-        print(f"notice: no captured row (it needs the graph on the model's GPU, fan-outs >= 0 "
-              f"and --model {' or '.join(CAPTURED_MODELS)} on blocks)", file=sys.stderr)
-    models = build_models(args, data.num_features, num_classes, captured, build=build)
     workers = args.num_workers
     if workers and graph_device.type == "cuda":
         print("notice: --num-workers is for a graph on the host; the loader samples the GPU's "
@@ -566,11 +620,27 @@ def run_minibatch_training(args) -> dict:
     config = LoaderConfig(args.num_neighbors, args.batch_size, workers,
                           pin_memory=graph_device.type == "cpu" and device.type == "cuda",
                           seed=args.seed)
+    return PreparedRun(args, data, device, graph_device, config, num_classes)
+
+
+def run_minibatch_training(args) -> dict:
+    """``iognn train --loader neighbor``: loads the data, trains every implementation on the
+    same batches and returns the report (the ``--json`` file)."""
+    from .datasets import load_dataset
+    data = load_dataset(args.dataset, args.data_dir)
+    device = pick_device(args.device, args.model, args.heads)
+    run = prepare_run(args, data, device)
+    data, graph_device, config = run.data, run.graph_device, run.config
+    captured = (device.type == "cuda" and graph_device == device and not args.no_capture
+                and args.model in CAPTURED_MODELS and not args.no_trim
+                and min(args.num_neighbors, default=0) >= 0)
+    if device.type == "cuda" and not args.no_capture and not captured:
+        print(f"notice: no captured row (it needs the graph on the model's GPU, fan-outs >= 0 "
+              f"and --model {' or '.join(CAPTURED_MODELS)} on blocks)", file=sys.stderr)
+    models = build_models(args, data.num_features, run.num_classes, captured,
+                          build=run.build_stack)
     sampler = make_sampler(data, args.num_neighbors)
-    print(f"{args.model} x{hops} on {args.dataset}: {data.num_nodes} nodes, {data.num_edges} "
-          f"edges, {data.num_features} features, {num_classes} classes; graph on {graph_device}, "
-          f"model on {device}; fan-out {args.num_neighbors}, batch {args.batch_size}, "
-          f"{args.epochs} epochs", file=sys.stderr)
+    print(run.describe(), file=sys.stderr)
     results, memory_metric = [], None
     for name, model in models.items():
         result, memory_metric = train_minibatch(
@@ -578,12 +648,7 @@ def run_minibatch_training(args) -> dict:
             args.weight_decay, device, args.eval_test_nodes, args.profile_split,
             progress=not args.no_progress, captured=name == CAPTURED)
         results.append(result)
-    report_args = report_config(args)
-    report_args.update(device=str(device), graph_device=str(graph_device))
-    return {"config": report_args, "time_metric": TIME_NOTE,
-            "split_metric": SPLIT_SYNCED if args.profile_split else SPLIT_EPOCH,
-            "memory_metric": memory_metric + " (MiB)", "num_nodes": data.num_nodes,
-            "num_edges": data.num_edges, "results": [asdict(r) for r in results]}
+    return run.report(results, memory_metric)
 
 
 def format_table(report: dict) -> str:
