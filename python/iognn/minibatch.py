@@ -461,9 +461,8 @@ def train_minibatch(name: str, model: torch.nn.Module, data, sampler, config: Lo
         model.train()
         runner = CapturedEpochs(model, optimizer, data, config)
         runner.capture(train_seeds)
-    elif device.type == "cuda" and model.graph_loops == SelfLoops.KEEP:
-        fan_outs = config.num_neighbors
-        model.defer_block_builds(device, max(fan_outs) if min(fan_outs, default=0) >= 0 else -1)
+    else:
+        defer_blocks_on_cuda(model, device, config.num_neighbors)
     torch.manual_seed(config.seed)
     log = TrainingLog()
     with PeakMemory(device) as memory:
@@ -508,6 +507,14 @@ class TrainingLog:
               for k in ("epoch_s", "sampling_s", "transfer_s", "compute_s")),
             last.batches, last.sampled_edges, peak_memory_mib, self.digest.hexdigest()[:16],
             epochs_json)
+
+
+def defer_blocks_on_cuda(model: LayerStack, device: torch.device,
+                         fan_outs: Sequence[int]) -> None:
+    """On CUDA, builds the blocks that keep self-loops without a host wait (their in-degree
+    bounded by the largest fan-out when no hop takes every neighbour)."""
+    if device.type == "cuda" and model.graph_loops == SelfLoops.KEEP:
+        model.defer_block_builds(device, max(fan_outs) if min(fan_outs, default=0) >= 0 else -1)
 
 
 def warm_up(model, loader, seeds, device) -> None:
@@ -660,7 +667,7 @@ def format_table(report: dict) -> str:
              f"{r['peak_memory_mib']:.1f}") for r in report["results"]]
     loaded = [r for r in report["results"] if r["implementation"] != CAPTURED]
     same = len({r["batch_digest"] for r in loaded}) == 1
-    notes = [TIME_NOTE, f"split: {report['split_metric']}",
+    notes = [report["time_metric"], f"split: {report['split_metric']}",
              f"peak MiB: {report['memory_metric']}",
              "accuracy: seeds' predictions over sampled neighbourhoods of the same fan-out "
              "(validation nodes; test nodes at the best validation epoch)"]
@@ -670,4 +677,7 @@ def format_table(report: dict) -> str:
     if len(loaded) < len(report["results"]):
         notes.append(f"{CAPTURED}: padded batches of its own sampler, one replayed CUDA graph per "
                      f"step (no split: sampling, gather and compute in one replay)")
+    if "world_size" in report:
+        notes.append(f"processes: {report['world_size']} (DistributedDataParallel), "
+                     f"{report['batches_per_rank'][0]} batches each per epoch")
     return text_table(header, rows, notes)
