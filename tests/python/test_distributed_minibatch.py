@@ -99,7 +99,7 @@ def test_rank_seeds_differ():
 
 
 # ---- one step -----------------------------------------------------------------------------------
-def first_batch(run, rank, model):
+def first_batch(run, rank):
     """Rank ``rank``'s first batch of epoch 0, as :func:`rank_loaders` draws it."""
     from iognn.distributed.minibatch import rank_loaders
     sampler = make_sampler(run.data, run.args.num_neighbors)
@@ -123,7 +123,7 @@ def _step_worker(rank, backend, folder):
     saved = {}
     for model in MINIBATCH_MODELS:
         run, stack = step_setup(backend, model, rank)
-        randomness, batch = first_batch(run, rank, model)
+        randomness, batch = first_batch(run, rank)
         ddp = DistributedDataParallel(stack, device_ids=[rank] if backend == "nccl" else None)
         optimizer = torch.optim.Adam(ddp.parameters(), lr=0.01)
         assert run_epoch(ddp, optimizer, [batch], randomness, run.device).batches == 1
@@ -149,7 +149,7 @@ def test_a_step_averages_the_ranks_batch_gradients(backend, tmp_path):
         run, stack = step_setup(backend, model)
         grads = []
         for rank in range(WORLD):  # each rank's batch, re-created here from the same seeds
-            _, batch = first_batch(run, rank, model)
+            _, batch = first_batch(run, rank)
             assert torch.equal(batch.n_id.cpu(), ranks[rank][model]["n_id"])
             stack.zero_grad()
             seed_loss(stack.train(), batch, stack.block_graphs(batch)).backward()
