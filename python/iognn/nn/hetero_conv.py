@@ -19,7 +19,7 @@ and the ``state_dict`` are PyG's; results equal PyG's up to the order of the flo
 from __future__ import annotations
 
 import weakref
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -31,7 +31,7 @@ from ..ops.typed_propagate import typed_propagate
 from ..typed import TypedGraph
 from .conv.sage_conv import SAGEConv
 
-__all__ = ["HeteroConv"]
+__all__ = ["HeteroConv", "RelationFusion"]
 
 EdgeType = Tuple[str, str, str]
 _FUSED_AGGRS = ("sum", "mean")
@@ -74,57 +74,20 @@ def _grouped(outs: List[Tensor], aggr: str, relations: int) -> Tensor:
     return total if aggr == "sum" else total / relations
 
 
-class HeteroConv(PyGHeteroConv):
-    r"""Replaces ``torch_geometric.nn.HeteroConv`` (same arguments, modules and ``state_dict``):
-    a bipartite convolution per edge type, their outputs grouped per destination type by ``aggr``
-    (``'sum'``, ``'mean'``, ``'min'``, ``'max'``, ``'cat'`` or None).
+class RelationFusion:
+    """Mixin running the fusable ``SAGEConv`` relations into one destination type as one typed
+    propagate (module note), with the TypedGraph of each fused set of relations cached in
+    ``self._typed``. ``HeteroConv`` and the fused layers of ``iognn.nn.to_hetero`` both compute
+    their fused relations here."""
 
-    Args:
-        convs (Dict[Tuple[str, str, str], torch.nn.Module]): a layer per edge type.
-        aggr (str, optional): how the outputs of the relations into one node type are grouped.
-            (default: ``"sum"``)
-
-    iognn differences:
-        With ``aggr`` ``'sum'`` or ``'mean'``, the relations into one destination type whose
-        layers are ``iognn.nn.SAGEConv`` with the same widths, aggregation (mean / sum),
-        ``root_weight`` and bias setting (no ``normalize``, no ``project``) run as one typed
-        propagate (module note), when the forward is called as ``forward(x_dict,
-        edge_index_dict)``. Their sum then adds in another order than PyG's stack-and-sum.
-    """
-
-    def __init__(self, convs: Dict[EdgeType, torch.nn.Module], aggr: Optional[str] = "sum"):
-        super().__init__(convs, aggr)
+    def __init__(self):
         self._typed: Dict[tuple, tuple] = {}
 
-    def forward(self, *args_dict, **kwargs_dict) -> Dict[str, Tensor]:
-        if (self.aggr not in _FUSED_AGGRS or len(args_dict) != 2 or kwargs_dict
-                or not all(isinstance(d, dict) for d in args_dict)):
-            return super().forward(*args_dict, **kwargs_dict)
-        x_dict, edge_index_dict = args_dict
-        groups = self._fused_groups(x_dict, edge_index_dict)
-        group_of = {edge_type: key for key, members in groups.items() for edge_type in members}
-        out_dict: Dict[str, List[Tensor]] = {}
-        relations: Dict[str, int] = {}
-        for edge_type, conv in self.convs.items():  # PyG's order and arguments
-            src, _, dst = edge_type
-            if edge_type in group_of:
-                key = group_of[edge_type]
-                if edge_type == groups[key][0]:  # the group's output, at its first member
-                    out = self._fused_output(groups[key], x_dict, edge_index_dict)
-                    out_dict.setdefault(dst, []).append(out)
-                relations[dst] = relations.get(dst, 0) + 1
-                continue
-            if edge_type not in x_dict and edge_type not in edge_index_dict:
-                continue  # no edge-level argument: PyG skips the relation
-            args = [_relation_arg(d, edge_type) for d in args_dict]
-            out_dict.setdefault(dst, []).append(conv(*[a for a in args if a is not _MISSING]))
-            relations[dst] = relations.get(dst, 0) + 1
-        return {dst: _grouped(outs, self.aggr, relations[dst]) for dst, outs in out_dict.items()}
-
-    def _fused_groups(self, x_dict, edge_index_dict) -> Dict[tuple, List[EdgeType]]:
+    def fusable_groups(self, convs: Mapping[EdgeType, torch.nn.Module], x_dict,
+               edge_index_dict) -> Dict[tuple, List[EdgeType]]:
         """Per (destination type, layer key), the edge types fused together (two or more)."""
         groups: Dict[tuple, List[EdgeType]] = {}
-        for edge_type, conv in self.convs.items():
+        for edge_type, conv in convs.items():
             src, _, dst = edge_type
             edge_index = edge_index_dict.get(edge_type)
             if (not isinstance(edge_index, Tensor) or edge_index.dim() != 2
@@ -135,8 +98,10 @@ class HeteroConv(PyGHeteroConv):
                 groups.setdefault((dst, key), []).append(edge_type)
         return {k: v for k, v in groups.items() if len(v) > 1}
 
-    def _fused_output(self, members: List[EdgeType], x_dict, edge_index_dict) -> Tensor:
-        convs = [self.convs[edge_type] for edge_type in members]
+    def fused_output(self, members: List[EdgeType], convs: Mapping[EdgeType, torch.nn.Module], x_dict,
+               edge_index_dict) -> Tensor:
+        """The sum of the ``members`` relations' outputs, as one typed propagate."""
+        convs = [convs[edge_type] for edge_type in members]
         dst = members[0][2]
         sources = list(dict.fromkeys(edge_type[0] for edge_type in members))
         x_src = torch.cat([x_dict[s] for s in sources]) if len(sources) > 1 else x_dict[sources[0]]
@@ -175,3 +140,54 @@ class HeteroConv(PyGHeteroConv):
         self._typed[key] = (tuple(weakref.ref(e) for e in edge_indices),
                             tuple(e._version for e in edge_indices), sizes, tg)
         return tg
+
+
+class HeteroConv(PyGHeteroConv, RelationFusion):
+    r"""Replaces ``torch_geometric.nn.HeteroConv`` (same arguments, modules and ``state_dict``):
+    a bipartite convolution per edge type, their outputs grouped per destination type by ``aggr``
+    (``'sum'``, ``'mean'``, ``'min'``, ``'max'``, ``'cat'`` or None).
+
+    Args:
+        convs (Dict[Tuple[str, str, str], torch.nn.Module]): a layer per edge type.
+        aggr (str, optional): how the outputs of the relations into one node type are grouped.
+            (default: ``"sum"``)
+
+    iognn differences:
+        With ``aggr`` ``'sum'`` or ``'mean'``, the relations into one destination type whose
+        layers are ``iognn.nn.SAGEConv`` with the same widths, aggregation (mean / sum),
+        ``root_weight`` and bias setting (no ``normalize``, no ``project``) run as one typed
+        propagate (module note), when the forward is called as ``forward(x_dict,
+        edge_index_dict)``. Their sum then adds in another order than PyG's stack-and-sum.
+    """
+
+    def __init__(self, convs: Dict[EdgeType, torch.nn.Module], aggr: Optional[str] = "sum"):
+        PyGHeteroConv.__init__(self, convs, aggr)
+        RelationFusion.__init__(self)
+
+    def forward(self, *args_dict, **kwargs_dict) -> Dict[str, Tensor]:
+        if (self.aggr not in _FUSED_AGGRS or len(args_dict) != 2 or kwargs_dict
+                or not all(isinstance(d, dict) for d in args_dict)):
+            return super().forward(*args_dict, **kwargs_dict)
+        x_dict, edge_index_dict = args_dict
+        groups = self._fused_groups(x_dict, edge_index_dict)
+        group_of = {edge_type: key for key, members in groups.items() for edge_type in members}
+        out_dict: Dict[str, List[Tensor]] = {}
+        relations: Dict[str, int] = {}
+        for edge_type, conv in self.convs.items():  # PyG's order and arguments
+            src, _, dst = edge_type
+            if edge_type in group_of:
+                key = group_of[edge_type]
+                if edge_type == groups[key][0]:  # the group's output, at its first member
+                    out = self.fused_output(groups[key], self.convs, x_dict, edge_index_dict)
+                    out_dict.setdefault(dst, []).append(out)
+                relations[dst] = relations.get(dst, 0) + 1
+                continue
+            if edge_type not in x_dict and edge_type not in edge_index_dict:
+                continue  # no edge-level argument: PyG skips the relation
+            args = [_relation_arg(d, edge_type) for d in args_dict]
+            out_dict.setdefault(dst, []).append(conv(*[a for a in args if a is not _MISSING]))
+            relations[dst] = relations.get(dst, 0) + 1
+        return {dst: _grouped(outs, self.aggr, relations[dst]) for dst, outs in out_dict.items()}
+
+    def _fused_groups(self, x_dict, edge_index_dict) -> Dict[tuple, List[EdgeType]]:
+        return self.fusable_groups(self.convs, x_dict, edge_index_dict)
