@@ -16,16 +16,20 @@ from .linear import Linear
 
 __all__ = ["Linear", "GCNConv", "SAGEConv", "GINConv", "GINEConv", "GraphConv", "GATConv",
            "GATv2Conv", "TransformerConv", "PNAConv", "GatedGraphConv", "TypedGatedGraphConv",
-           "RGCNConv", "FastRGCNConv", "RGATConv", "HeteroConv", "aggr", "Aggregation",
-           "SumAggregation", "MeanAggregation",
+           "RGCNConv", "FastRGCNConv", "RGATConv", "HeteroConv", "to_hetero", "aggr",
+           "Aggregation", "SumAggregation", "MeanAggregation",
            "MinAggregation", "MaxAggregation", "VarAggregation", "StdAggregation",
            "MultiAggregation", "DegreeScalerAggregation", "forget_graphs"]
 
 
 def __getattr__(name: str):
-    # HeteroConv subclasses PyG's HeteroConv: importing it imports torch_geometric (and its own
-    # dependencies), which `import iognn` must not need. It loads on first use.
+    # HeteroConv subclasses PyG's HeteroConv and to_hetero runs PyG's transformer: importing
+    # them imports torch_geometric (and its own dependencies), which `import iognn` must not
+    # need. They load on first use.
     if name == "HeteroConv":
         from .hetero_conv import HeteroConv
         return HeteroConv
+    if name == "to_hetero":
+        from .to_hetero_transformer import to_hetero
+        return to_hetero
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -38,11 +38,15 @@ _FUSED_AGGRS = ("sum", "mean")
 _SAGE_REDUCE = {"mean": "mean", "sum": "sum", "add": "sum"}
 
 
+def fusable_layer(conv) -> bool:
+    """Whether the layer's settings let it be fused (its widths may still be lazy)."""
+    return (type(conv) is SAGEConv and not conv.normalize and not conv.project
+            and isinstance(conv.aggr, str) and conv.aggr in _SAGE_REDUCE)
+
+
 def _fusable(conv) -> Optional[tuple]:
     """The key that fusable SAGEConv layers share (widths and rules), or None."""
-    if type(conv) is not SAGEConv or conv.normalize or conv.project:
-        return None
-    if not isinstance(conv.aggr, str) or conv.aggr not in _SAGE_REDUCE:
+    if not fusable_layer(conv):
         return None
     if is_lazy(conv.lin_l.weight) or (conv.root_weight and is_lazy(conv.lin_r.weight)):
         return None
@@ -82,6 +86,10 @@ class RelationFusion:
 
     def __init__(self):
         self._typed: Dict[tuple, tuple] = {}
+
+    def __getstate__(self):
+        # The cache holds weak references (not picklable); a copy rebuilds it on its first call.
+        return dict(super().__getstate__(), _typed={})
 
     def fusable_groups(self, convs: Mapping[EdgeType, torch.nn.Module], x_dict,
                edge_index_dict) -> Dict[tuple, List[EdgeType]]:
@@ -142,7 +150,7 @@ class RelationFusion:
         return tg
 
 
-class HeteroConv(PyGHeteroConv, RelationFusion):
+class HeteroConv(RelationFusion, PyGHeteroConv):
     r"""Replaces ``torch_geometric.nn.HeteroConv`` (same arguments, modules and ``state_dict``):
     a bipartite convolution per edge type, their outputs grouped per destination type by ``aggr``
     (``'sum'``, ``'mean'``, ``'min'``, ``'max'``, ``'cat'`` or None).
