@@ -15,6 +15,7 @@ types stacked, each relation its own edge type), one GEMM for the root weights, 
 relations (other layers, other settings, lazily initialised layers, extra forward arguments) run
 their own convolution exactly as PyG's ``HeteroConv`` runs them. The modules, their parameters
 and the ``state_dict`` are PyG's; results equal PyG's up to the order of the floating-point sums.
+The fusion itself (:class:`RelationFusion`) also serves ``iognn.nn.to_hetero``.
 """
 from __future__ import annotations
 
@@ -106,8 +107,8 @@ class RelationFusion:
                 groups.setdefault((dst, key), []).append(edge_type)
         return {k: v for k, v in groups.items() if len(v) > 1}
 
-    def fused_output(self, members: List[EdgeType], convs: Mapping[EdgeType, torch.nn.Module], x_dict,
-               edge_index_dict) -> Tensor:
+    def fused_output(self, members: List[EdgeType], convs: Mapping[EdgeType, torch.nn.Module],
+                     x_dict, edge_index_dict) -> Tensor:
         """The sum of the ``members`` relations' outputs, as one typed propagate."""
         convs = [convs[edge_type] for edge_type in members]
         dst = members[0][2]
