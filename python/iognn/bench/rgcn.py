@@ -6,7 +6,10 @@ run forward and backward on the same inputs and weights by iognn and by PyG. Eac
 median wall time of a step and, on CUDA, the step's peak memory above what was allocated before
 it (graph, features and parameters excluded; the TypedGraph is built, and cached, in the warm-up).
 ``HeteroConv``: R ``SAGEConv`` relations into one node type (PyG's loop against iognn's fused
-typed propagate). A step that runs out of memory is a row with status ``oom``. ``--check`` compares the outputs.
+typed propagate). ``RGATConv``: ``RGAT_HEADS`` heads of ``F / RGAT_HEADS`` channels, concatenated
+(output width F), across-relation additive attention (PyG's defaults), at the R of
+``--relations`` up to ``RGAT_MAX_RELATIONS`` (PyG's layer gathers an ``F x F`` weight per edge).
+A step that runs out of memory is a row with status ``oom``. ``--check`` compares the outputs.
 """
 from __future__ import annotations
 
@@ -19,7 +22,9 @@ import torch
 
 from .workloads import fwd_bwd, peak_mib, wall_time
 
-LAYERS = ("RGCNConv", "FastRGCNConv", "HeteroConv")
+LAYERS = ("RGCNConv", "FastRGCNConv", "HeteroConv", "RGATConv")
+RGAT_HEADS = 4
+RGAT_MAX_RELATIONS = 16
 
 
 @dataclass
@@ -64,6 +69,9 @@ def _layer_pair(name: str, feat: int, relations: int, device, edge_index, edge_t
             lib.HeteroConv({("n", f"r{r}", "n"): lib.SAGEConv(feat, feat)
                             for r in range(relations)}), edge_index, edge_type, relations)
             for impl, lib in (("pyg", pyg_nn), ("iognn", inn))}
+    elif name == "RGATConv":
+        pair = {impl: lib.RGATConv(feat, feat // RGAT_HEADS, relations, heads=RGAT_HEADS)
+                for impl, lib in (("pyg", pyg_nn), ("iognn", inn))}
     else:
         pair = {impl: getattr(lib, name)(feat, feat, relations)
                 for impl, lib in (("pyg", pyg_nn), ("iognn", inn))}
@@ -82,6 +90,8 @@ def run(nodes: int = 50_000, degree: float = 10.0, relations: Sequence[int] = (4
         x = torch.randn(nodes, feat, generator=torch.Generator().manual_seed(seed)).to(dev)
         grad = torch.randn(nodes, feat, generator=torch.Generator().manual_seed(seed + 1)).to(dev)
         for name in layers:
+            if name == "RGATConv" and r > RGAT_MAX_RELATIONS:
+                continue
             torch.manual_seed(seed)
             modules = _layer_pair(name, feat, r, dev, edge_index, edge_type)
             outs = {}
