@@ -6,7 +6,9 @@ each, held collated (every graph's nodes, then the next graph's) as :class:`Grap
   ``<dir>/<NAME>/raw/<NAME>_*.txt``: that layout is built from symlinks in the dataset cache, as
   :mod:`iognn.datasets` does for the node datasets; PyG's processed file goes there too). Node
   features are PyG's default: the one-hot node labels (``use_node_attr=False``, so the continuous
-  attributes of PROTEINS / ENZYMES are left out).
+  attributes of PROTEINS / ENZYMES are left out). Where the set has edge labels
+  (``<NAME>_edge_labels.txt``: the bond types of MUTAG and PTC_MR), which PyG reads as a one-hot
+  ``edge_attr``, each edge's label is ``edge_type`` (0-based, in PyG's edge order).
 - ``reddit10k``: ``graphs.json`` (``{"graph id": [[u, v], ...]}``, 0-based per graph) and
   ``target.csv`` (``id,target``). Each graph is made undirected, without self-loops or duplicate
   edges (what PyG's TU reader does to REDDIT-BINARY), with one node per id up to the largest.
@@ -48,7 +50,7 @@ class GraphSet:
     """``num_graphs`` graphs collated: graph g owns nodes ``node_ptr[g] .. node_ptr[g + 1] - 1``
     of ``x`` and edges ``edge_ptr[g] .. edge_ptr[g + 1] - 1`` of ``edge_index``, whose node ids
     are local to their graph (0 is the graph's first node), as PyG's ``InMemoryDataset`` stores
-    them."""
+    them. ``edge_type`` is each edge's label where the set has edge labels, else None."""
     name: str
     x: Tensor               # [total nodes, F] float32
     edge_index: Tensor      # [2, total edges] int64, ids local to each graph
@@ -56,6 +58,7 @@ class GraphSet:
     edge_ptr: Tensor        # [G + 1] int64
     y: Tensor               # [G] int64
     features: str           # what the node features are
+    edge_type: Optional[Tensor] = None  # [total edges] int64, or None
 
     @property
     def num_graphs(self) -> int:
@@ -70,17 +73,22 @@ class GraphSet:
         return int(self.y.max()) + 1 if self.y.numel() else 0
 
     def data_list(self) -> list:
-        """One ``torch_geometric.data.Data`` per graph (``x``, ``edge_index``, ``y`` ``[1]``):
-        what PyG's ``DataLoader`` batches."""
+        """One ``torch_geometric.data.Data`` per graph (``x``, ``edge_index``, ``y`` ``[1]``,
+        and ``edge_type`` where the set has one): what PyG's ``DataLoader`` batches."""
         from torch_geometric.data import Data
         nodes, edges = self.node_ptr.tolist(), self.edge_ptr.tolist()
-        return [Data(x=self.x[nodes[g]:nodes[g + 1]],
-                     edge_index=self.edge_index[:, edges[g]:edges[g + 1]],
-                     y=self.y[g:g + 1]) for g in range(self.num_graphs)]
+        graphs = [Data(x=self.x[nodes[g]:nodes[g + 1]],
+                       edge_index=self.edge_index[:, edges[g]:edges[g + 1]],
+                       y=self.y[g:g + 1]) for g in range(self.num_graphs)]
+        if self.edge_type is not None:
+            for g, graph in enumerate(graphs):
+                graph.edge_type = self.edge_type[edges[g]:edges[g + 1]]
+        return graphs
 
     @classmethod
     def from_data_list(cls, name: str, graphs: list, features: str) -> "GraphSet":
-        """Collates graphs that each have ``x``, ``edge_index`` (local ids) and a label ``y``."""
+        """Collates graphs that each have ``x``, ``edge_index`` (local ids) and a label ``y``
+        (and ``edge_type``, kept where every graph has it)."""
         def offsets(counts):
             return torch.cat([torch.zeros(1, dtype=torch.long),
                               torch.tensor(counts, dtype=torch.long).cumsum(0)])
@@ -88,7 +96,9 @@ class GraphSet:
                    torch.cat([g.edge_index for g in graphs], 1).long().contiguous(),
                    offsets([g.num_nodes for g in graphs]),
                    offsets([g.edge_index.size(1) for g in graphs]),
-                   torch.cat([g.y.view(-1) for g in graphs]).long(), features)
+                   torch.cat([g.y.view(-1) for g in graphs]).long(), features,
+                   torch.cat([g.edge_type for g in graphs]).long()
+                   if graphs and all("edge_type" in g for g in graphs) else None)
 
 
 def stratified_split(y: Tensor, seed: int = 0) -> Tuple[Tensor, Tensor, Tensor]:
@@ -118,8 +128,11 @@ def _tu(key: str, root: Optional[PathLike]) -> GraphSet:
     for file in sorted(source.glob(f"{tu_name}_*.txt")):
         _link(file, cache / tu_name / "raw" / file.name)
     dataset = TUDataset(str(cache), tu_name)
-    return GraphSet.from_data_list(key, [dataset[i] for i in range(len(dataset))],
-                                   "one-hot node labels")
+    graphs = [dataset[i] for i in range(len(dataset))]
+    labels = dataset.num_edge_labels  # edge_attr's last columns (the only ones, without attributes)
+    for graph in graphs if labels else ():
+        graph.edge_type = graph.edge_attr[:, -labels:].argmax(1)
+    return GraphSet.from_data_list(key, graphs, "one-hot node labels")
 
 
 def _reddit_graphs(source: Path, out: Path) -> None:

@@ -1,7 +1,7 @@
 """``iognn train --task graph``: GIN / GCN / GGNN on synthetic-graphs (always) and MUTAG (when the
 data folder has it), ``--compare pyg`` from equal weights on equal batches, the device batcher
-against PyG's collation, pooling against PyG's, the split, the reddit10k reader on a tiny copy of
-its format, and clear errors for bad arguments."""
+against PyG's collation, pooling against PyG's, the split, the reddit10k and TU readers (bond
+types as ``edge_type``) on tiny copies of their formats, and clear errors for bad arguments."""
 import json
 
 import pytest
@@ -163,6 +163,53 @@ def test_graph_set_round_trips_its_data_list():
     again = GraphSet.from_data_list("copy", graphs.data_list(), graphs.features)
     for key in ("x", "edge_index", "node_ptr", "edge_ptr", "y"):
         assert torch.equal(getattr(graphs, key), getattr(again, key))
+
+
+# A tiny TU-format set: two graphs (the second with an isolated node), each undirected edge on
+# two lines of <NAME>_A.txt (1-based global node ids, written out of order) with its bond type.
+TINY_TU_EDGES = [[((1, 2), 0), ((2, 3), 1), ((3, 4), 2), ((1, 3), 0)], [((5, 6), 1), ((6, 7), 0)]]
+TINY_TU_NODES = [[0, 1, 0, 2], [1, 1, 0, 0]]  # node labels per graph
+
+
+def write_tiny_tu(folder, name: str, edge_labels: bool = True) -> dict:
+    """Writes the tiny set as ``folder/<NAME>_*.txt``; returns {(global u, v) 0-based: bond}."""
+    folder.mkdir(parents=True)
+    bonds = {}
+    for graph in TINY_TU_EDGES:
+        for (u, v), bond in graph:
+            bonds[(u - 1, v - 1)] = bonds[(v - 1, u - 1)] = bond
+    lines = sorted(bonds.items(), reverse=True)
+    (folder / f"{name}_A.txt").write_text("".join(f"{u + 1}, {v + 1}\n" for (u, v), _ in lines))
+    if edge_labels:
+        (folder / f"{name}_edge_labels.txt").write_text("".join(f"{b}\n" for _, b in lines))
+    (folder / f"{name}_graph_indicator.txt").write_text(
+        "".join(f"{g + 1}\n" for g, nodes in enumerate(TINY_TU_NODES) for _ in nodes))
+    (folder / f"{name}_node_labels.txt").write_text(
+        "".join(f"{label}\n" for nodes in TINY_TU_NODES for label in nodes))
+    (folder / f"{name}_graph_labels.txt").write_text("1\n-1\n")
+    return bonds
+
+
+def test_tu_reader_carries_the_bond_types(tmp_path):
+    bonds = write_tiny_tu(tmp_path / "tu_mutag", "MUTAG")
+    graphs = load_graph_dataset("tu_mutag", tmp_path)
+    assert graphs.node_ptr.tolist() == [0, 4, 8] and graphs.edge_ptr.tolist() == [0, 8, 12]
+    assert graphs.edge_type.dtype == torch.long
+    offsets = graphs.node_ptr[:-1].repeat_interleave(graphs.edge_ptr.diff())
+    expected = [bonds[(u, v)] for u, v in (graphs.edge_index + offsets).t().tolist()]
+    assert graphs.edge_type.tolist() == expected
+    data = graphs.data_list()
+    assert torch.equal(torch.cat([d.edge_type for d in data]), graphs.edge_type)
+    again = GraphSet.from_data_list("copy", data, graphs.features)
+    assert torch.equal(again.edge_type, graphs.edge_type)
+
+
+def test_tu_reader_without_edge_labels_has_no_edge_type(tmp_path):
+    write_tiny_tu(tmp_path / "tu_nci1", "NCI1", edge_labels=False)
+    graphs = load_graph_dataset("tu_nci1", tmp_path)
+    assert graphs.edge_type is None and graphs.num_graphs == 2
+    assert all("edge_type" not in d for d in graphs.data_list())
+    assert synthetic_graphs(num_graphs=3).edge_type is None
 
 
 def test_reddit10k_reader_on_a_tiny_copy(tmp_path):

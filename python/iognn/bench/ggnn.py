@@ -15,8 +15,10 @@ gradients set to None before every step, iognn against PyG on the same weights:
   caches on ``edge_type`` (paid once per batch);
 - on the devices of ``DENSE_PATH_DEVICES`` (:func:`dense_path_rows`): the typed GGNN on its
   sparse path, on the dense supergraph path (:mod:`iognn.dense`) and on ``path='auto'``, on the
-  program graphs and on TU-like batches of small graphs (``DENSE_BATCHES``), the path each took
-  with the estimate behind it, the packing's host time, and the calibrated device rates.
+  program graphs, on TU-like batches of small graphs and on batches of the TU sets with bond
+  types, ``tu_mutag`` and ``tu_ptc_mr`` (``DENSE_BATCHES``; :func:`tu_batch`, from the data
+  folder: a row ``skipped`` where it is missing), the path each took with the estimate behind
+  it, the packing's host time, and the calibrated device rates.
 
 Wall times as the workloads suite takes them (host included, median of ``rounds`` rounds); the
 note gives the peak memory of one step above what was allocated before it (CUDA) and the largest
@@ -162,12 +164,15 @@ def ggnn_rows(cfg, device: torch.device, log: Callable[[str], None]) -> list:
 # work: seconds per step on a CPU, so its rows run on these devices (tests open the CPU).
 DENSE_PATH_DEVICES = ("cuda",)
 TU_LIKE = {"cuda": (128, 20, 40), "cpu": (8, 20, 40)}  # graphs, min and max nodes per graph
-# batch -> (forward edge kinds, or None for EDGE_KINDS; supergraph size S, block b). Program
-# graphs keep long data-flow edges (bandwidth about a third of their size after RCM): b = 256
-# packs the smaller ones, the rest run on the remainder. TU-like graphs have bandwidths under 8
-# after RCM; with one kind they show the regime where the dense path can win.
+TU_GRAPHS = {"cuda": 128, "cpu": 8}  # graphs of a TU set's batch (its first ones)
+# batch -> (forward edge kinds, or None: EDGE_KINDS, or a TU set's bond types; supergraph size
+# S, block b). Program graphs keep long data-flow edges (bandwidth about a third of their size
+# after RCM): b = 256 packs the smaller ones, the rest run on the remainder. TU-like graphs and
+# the molecules of MUTAG (up to 28 atoms) and PTC_MR (up to 64) have bandwidths under 8 after
+# RCM; with one kind they show the regime where the dense path can win.
 DENSE_BATCHES = {"programs": (None, 2048, 256), "tu-like": (None, 256, 16),
-                 "tu-like P1": (1, 256, 8)}
+                 "tu-like P1": (1, 256, 8), "tu_mutag": (None, 256, 16),
+                 "tu_ptc_mr": (None, 256, 16)}
 DENSE_PATHS = ("sparse", "dense", "auto")
 
 
@@ -195,6 +200,40 @@ def tu_like_batch(device: torch.device, seed: int, kinds: int):
     label = f"tu-like {count}x[{low},{high}] P{kinds} N={ptr[-1]} E={edge_index.size(1)}"
     return (x.to(device), edge_index.to(device), edge_type.to(device),
             torch.tensor(ptr).to(device), label)
+
+
+def tu_batch(name: str, device: torch.device, seed: int, data_dir=None):
+    """(x [N, HIDDEN], edge_index, edge_type, ptr, label, kinds): the first ``TU_GRAPHS``
+    graphs of TU set ``name`` (:func:`iognn.graph_datasets.load_graph_dataset`) as one batch.
+    Its ``kinds`` bond types are the edge types of the edges from the lower node id to the
+    higher one, ``k + kinds`` those of their reverses (TU graphs store both directions); a
+    node's feature is a fixed random embedding of its label."""
+    from torch_geometric.data import Batch
+    from ..graph_datasets import load_graph_dataset
+    graphs = load_graph_dataset(name, data_dir)
+    if graphs.edge_type is None:
+        raise ValueError(f"{name} has no edge labels")
+    kinds = int(graphs.edge_type.max()) + 1
+    count = min(TU_GRAPHS["cuda" if device.type == "cuda" else "cpu"], graphs.num_graphs)
+    batch = Batch.from_data_list(graphs.data_list()[:count])
+    src, dst = batch.edge_index
+    edge_type = torch.where(src < dst, batch.edge_type, batch.edge_type + kinds)
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(graphs.num_features, HIDDEN, generator=gen)[batch.x.argmax(1)]
+    label = f"{name} {count} graphs P{kinds} N={batch.num_nodes} E={src.numel()}"
+    return (x.to(device), batch.edge_index.to(device), edge_type.to(device),
+            batch.ptr.to(device), label, kinds)
+
+
+def dense_batch(name: str, kinds, device: torch.device, cfg):
+    """(x, edge_index, edge_type, ptr, label, kinds) of ``DENSE_BATCHES[name]``."""
+    from ..graph_datasets import TU_DATASETS
+    if name in TU_DATASETS:
+        return tu_batch(name, device, cfg.seed, cfg.data_dir)
+    kinds = kinds or EDGE_KINDS
+    batch = (typed_program_batch(device, cfg.seed) if name == "programs"
+             else tu_like_batch(device, cfg.seed, kinds))
+    return batch + (kinds,)
 
 
 def path_layers(num_types: int, size: int, block: int, device: torch.device, seed: int,
@@ -241,17 +280,16 @@ def dense_path_rows(cfg, device: torch.device, log: Callable[[str], None]) -> li
                       f"{rates.launch_seconds * 1e6:.3g} us"))]
     log(format_row(rows[-1]))
     for name, (kinds, size, block) in DENSE_BATCHES.items():
-        kinds = kinds or EDGE_KINDS
-        workload = f"typed GGNN T{STEPS} h{HIDDEN} R{2 * kinds} S{size} b{block}"
         try:
-            batch = (typed_program_batch(device, cfg.seed) if name == "programs"
-                     else tu_like_batch(device, cfg.seed, kinds))
+            x, edge_index, edge_type, ptr, label, kinds = dense_batch(name, kinds, device, cfg)
             layers = path_layers(2 * kinds, size, block, device, cfg.seed, rates)
         except Exception as error:  # noqa: BLE001 - a batch that cannot be set up is a row
-            rows.append(Row("ggnn", name, workload, "-", status=f"error: {error}"))
+            status = "skipped" if isinstance(error, FileNotFoundError) else "error"
+            rows.append(Row("ggnn", name, f"typed GGNN T{STEPS} h{HIDDEN} S{size} b{block}",
+                            "-", status=f"{status}: {error}"))
             log(format_row(rows[-1]))
             continue
-        x, edge_index, edge_type, ptr, label = batch
+        workload = f"typed GGNN T{STEPS} h{HIDDEN} R{2 * kinds} S{size} b{block}"
         grad = torch.randn(x.shape, generator=torch.Generator().manual_seed(cfg.seed)).to(device)
         outputs = {}
         for path, layer in layers.items():
