@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import copy
 import io
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -234,3 +238,15 @@ def test_copies_keep_the_fused_model():
         out = again(x, edges)
         for k in expected:
             assert torch.equal(out[k], expected[k])
+
+
+def test_loaded_on_first_use():
+    code = ("import sys, iognn.nn\n"
+            "assert 'iognn.nn.to_hetero_transformer' not in sys.modules\n"
+            "from iognn.nn import to_hetero\n"
+            "assert to_hetero is iognn.nn.to_hetero and callable(to_hetero)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(Path(__file__).resolve().parents[2] / "python"), os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=env, timeout=300)
+    assert result.returncode == 0, result.stderr

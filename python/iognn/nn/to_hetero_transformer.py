@@ -174,7 +174,7 @@ def _replace_grouping(model: GraphModule, name: str, target: str, dst: str,
     calls = [nodes.get(f"{name}__{dst}{i + 1}") for i in range(len(keys))]
     grouping = [nodes.get(f"{name}__{dst}_{i + 1}") for i in range(len(keys))]
     result = nodes.get(f"{name}__{dst}")
-    if result is None or not all(
+    if result is None or result.op != "call_function" or not all(
             call is not None and call.op == "call_module" and call.kwargs == {}
             and call.target == f"{target}.{key2str(key)}" and len(call.args) == 2
             for call, key in zip(calls, keys)):
