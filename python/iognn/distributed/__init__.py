@@ -1,4 +1,5 @@
-"""Training on several GPUs (or CPU processes) over ``torch.distributed``.
+"""Several GPUs over torch.distributed (``docs/distributed.md``): graph partitioning, the halo
+exchange and distributed training. ``import iognn`` does not import this package."""
+from .partition import LocalGraph, Partition, partition
 
-``import iognn`` does not import this package.
-"""
+__all__ = ["partition", "Partition", "LocalGraph"]
