@@ -7,7 +7,7 @@
 //   random_partition(num_nodes, num_parts, seed) -> int64 [num_nodes]
 //   metis_partition(edge_index, num_nodes, num_parts, seed) -> int64 [num_nodes] (libmetis builds)
 //   metis_graph(edge_index, num_nodes) -> (xadj, adjncy): the symmetrised simple graph METIS reads,
-//       int32 when it fits, else int64 (for pymetis when the build has no libmetis)
+//       int64 (pymetis's index type), for pymetis
 //   has_metis() -> bool
 // edge_index: int32/int64 [2, E], any strides.
 #include <ATen/ATen.h>
@@ -96,27 +96,19 @@ at::Tensor metis_partition_cpu(const at::Tensor& edge_index, int64_t num_nodes, 
   return parts;
 }
 
-template <typename index_t>
-at::Tensor to_tensor(const std::vector<index_t>& v, at::ScalarType dtype) {
-  at::Tensor t = at::empty({int64_t(v.size())}, dtype);
-  std::copy(v.begin(), v.end(), ptr<index_t>(t));
-  return t;
-}
-
 std::tuple<at::Tensor, at::Tensor> metis_graph_cpu(const at::Tensor& edge_index,
                                                    int64_t num_nodes) {
   check_edge_index(edge_index, kMetisGraph);
   check_host(edge_index, kMetisGraph, "edge_index");
-  const EdgeIndexView view = edge_index_view(edge_index);
-  // Twice the edges bounds the adjacency's size: int32 whenever that fits.
-  if (num_nodes < INT32_MAX && 2 * view.num_edges < INT32_MAX) {
-    std::vector<int32_t> xadj, adjncy;
-    translate_errors([&] { symmetric_adjacency<int32_t>(view, num_nodes, &xadj, &adjncy); });
-    return {to_tensor(xadj, at::kInt), to_tensor(adjncy, at::kInt)};
-  }
   std::vector<int64_t> xadj, adjncy;
-  translate_errors([&] { symmetric_adjacency<int64_t>(view, num_nodes, &xadj, &adjncy); });
-  return {to_tensor(xadj, at::kLong), to_tensor(adjncy, at::kLong)};
+  translate_errors(
+      [&] { symmetric_adjacency<int64_t>(edge_index_view(edge_index), num_nodes, &xadj, &adjncy); });
+  auto to_tensor = [](const std::vector<int64_t>& v) {
+    at::Tensor t = at::empty({int64_t(v.size())}, at::kLong);
+    std::copy(v.begin(), v.end(), ptr<int64_t>(t));
+    return t;
+  };
+  return {to_tensor(xadj), to_tensor(adjncy)};
 }
 
 }  // namespace

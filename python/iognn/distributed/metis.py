@@ -23,12 +23,21 @@ _HOW_TO_GET_METIS = ("install libmetis-dev (apt-get install libmetis-dev) and re
                      "pip install pymetis")
 
 
+def has_libmetis() -> bool:
+    """Whether this build of ``iognn._C`` links libmetis."""
+    return bool(torch.ops.iognn.has_metis())
+
+
+def check_backend(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+
+
 def metis_parts(edge_index: Tensor, num_nodes: int, num_parts: int, seed: int,
                 backend: str = "auto") -> Tuple[Tensor, str]:
     """``(parts [num_nodes] int64, backend that ran)`` for a host ``edge_index``."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if backend != "pymetis" and torch.ops.iognn.has_metis():
+    check_backend(backend)
+    if backend != "pymetis" and has_libmetis():
         return torch.ops.iognn.metis_partition(edge_index, num_nodes, num_parts, seed), "libmetis"
     if backend == "libmetis":
         raise RuntimeError("backend='libmetis': this build of iognn has no libmetis; "
@@ -42,6 +51,6 @@ def metis_parts(edge_index: Tensor, num_nodes: int, num_parts: int, seed: int,
     if num_parts == 1:  # what the libmetis path returns too, without calling METIS
         return torch.zeros(num_nodes, dtype=torch.int64), "pymetis"
     xadj, adjncy = torch.ops.iognn.metis_graph(edge_index, num_nodes)
-    _, parts = pymetis.part_graph(num_parts, xadj=xadj.numpy(), adjncy=adjncy.numpy(),
-                                  options=pymetis.Options(seed=seed))
+    adjacency = pymetis.CSRAdjacency(adj_starts=xadj.numpy(), adjacent=adjncy.numpy())
+    _, parts = pymetis.part_graph(num_parts, adjacency, options=pymetis.Options(seed=seed))
     return torch.as_tensor(parts, dtype=torch.int64), "pymetis"

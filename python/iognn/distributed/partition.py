@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from ..graph import _as_count, _check_edge_index
-from .metis import metis_parts
+from .metis import check_backend, metis_parts
 
 METHODS = ("metis", "random", "given")
 # The layout op returns this many tensors per part (binding/partition.cpp), then (edge_cut,
@@ -212,6 +212,7 @@ def partition(data_or_edge_index: Any, num_parts: int, method: Optional[str] = "
         raise ValueError(f"num_parts must be in [1, num_nodes = {num_nodes}], got {num_parts}")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < _MAX_SEED:
         raise ValueError(f"seed must be an int in [0, 2**31), got {seed!r}")
+    check_backend(backend)
     backend_ran = None
     if parts is not None:
         if method not in (None, "given", "metis"):
