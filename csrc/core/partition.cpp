@@ -211,10 +211,10 @@ void PartitionLayout::fill(int64_t r, const PartArrays& out) const {
   for (int64_t i = 0; i < s.num_halo; ++i) halo_local[halo[i]] = s.num_owned + i;
 
   // Counting sort of the part's edges by local destination; stable, since they arrive in input order.
+  // The part holds every edge into its nodes, so a destination's count is its global in-degree.
   const int64_t* first = part_edges_.data() + part_edge_begin_[r];
-  std::vector<int64_t> next(s.num_owned + 1, 0);
-  for (int64_t i = 0; i < s.num_edges; ++i) ++next[local_id_[edges_.dst(first[i])] + 1];
-  for (int64_t d = 0; d < s.num_owned; ++d) next[d + 1] += next[d];
+  std::vector<int64_t> next(s.num_owned, 0);
+  for (int64_t d = 1; d < s.num_owned; ++d) next[d] = next[d - 1] + out.in_degree[d - 1];
   for (int64_t i = 0; i < s.num_edges; ++i) {
     const int64_t k = first[i], u = edges_.src(k);
     const int64_t d = local_id_[edges_.dst(k)];
