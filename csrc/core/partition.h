@@ -99,7 +99,7 @@ bool has_metis();
 
 // METIS_PartGraphKway on the symmetric_adjacency of the edges, seeded with `seed` (< 2^31), into
 // parts[num_nodes]. num_parts == 1 gives all zeros without calling METIS. ValueError when the build
-// has no METIS or METIS reports an error.
+// has no METIS; std::runtime_error when METIS reports an error.
 void metis_partition(const EdgeIndexView& edges, int64_t num_nodes, int64_t num_parts,
                      int64_t seed, int64_t* parts);
 
