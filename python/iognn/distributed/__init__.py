@@ -1,5 +1,8 @@
 """Several GPUs over torch.distributed (``docs/distributed.md``): graph partitioning, the halo
 exchange and distributed training. ``import iognn`` does not import this package."""
 from .partition import LocalGraph, Partition, partition
+from .halo import ExchangePlan, halo_exchange
+from .full_graph import DistributedGraph, HaloConv, distribute
 
-__all__ = ["partition", "Partition", "LocalGraph"]
+__all__ = ["partition", "Partition", "LocalGraph", "ExchangePlan", "halo_exchange",
+           "DistributedGraph", "HaloConv", "distribute"]
