@@ -6,7 +6,9 @@ seed and Adam settings, and a table compares test accuracy (at the best validati
 training step and peak memory. On CUDA the iognn model trains twice: eagerly and with its training
 step captured in a CUDA graph (``iognn.CapturedStep``; ``--no-capture`` leaves that row out).
 ``--loader neighbor`` trains on sampled mini-batches instead (:mod:`iognn.minibatch`);
-``--task graph`` classifies whole graphs (:mod:`iognn.graph_task`).
+``--task graph`` classifies whole graphs (:mod:`iognn.graph_task`). ``--nproc N`` trains on N
+processes through torchrun (:mod:`iognn.distributed.launch`): the partitioned full graph
+(``--loader full``) or data-parallel mini-batches (``--loader neighbor``).
 """
 from __future__ import annotations
 
@@ -308,7 +310,7 @@ def run_training(args) -> dict:
 def report_config(args) -> dict:
     """The run's options as the report records them."""
     return {k: v for k, v in vars(args).items()
-            if k not in ("run", "command", "json", "usage_error")}
+            if k not in ("run", "command", "json", "usage_error", "argument_parser")}
 
 
 def format_table(report: dict) -> str:
@@ -322,8 +324,11 @@ def format_table(report: dict) -> str:
     rows = [(r["implementation"], f"{100 * r['test_acc']:.2f}", f"{100 * r['val_acc']:.2f}",
              str(r["best_epoch"]), f"{r['time_per_epoch_ms']:.2f}", f"{r['peak_memory_mib']:.1f}")
             for r in report["results"]]
-    return text_table(header, rows, [f"ms/epoch: {report['time_metric']}",
-                                     f"peak MiB: {report['memory_metric']}"])
+    notes = [f"ms/epoch: {report['time_metric']}", f"peak MiB: {report['memory_metric']}"]
+    if "world_size" in report:
+        from .distributed.full_graph import partition_note
+        notes.append(partition_note(report))
+    return text_table(header, rows, notes)
 
 
 def text_table(header: Sequence[str], rows: List[Sequence[str]], notes: List[str]) -> str:
@@ -412,7 +417,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     graph.add_argument("--graph-loader", choices=("iognn", "pyg"), default="iognn",
                        help="batches of the iognn model: iognn's GraphBatcher (gathered on the "
                             "device) or PyG's DataLoader (the PyG model always uses PyG's)")
-    parser.set_defaults(usage_error=parser.error)
+    several = parser.add_argument_group(
+        "several processes (--nproc; through torchrun: see docs/distributed.md)")
+    several.add_argument("--nproc", type=positive_int, default=None,
+                         help="train on this many processes, one GPU each (gloo CPU processes "
+                              "with --device cpu): --loader full partitions the graph, --loader "
+                              "neighbor trains data-parallel mini-batches")
+    several.add_argument("--partition", choices=("metis", "random"), default="metis",
+                         help="how --loader full splits the graph over the processes")
+    several.add_argument("--dist-timeout", type=positive_int, default=300,
+                         help="seconds after which a process waiting for the others fails")
+    parser.set_defaults(usage_error=parser.error, argument_parser=parser)
 
 
 def dataset_name(text: str) -> str:
@@ -504,8 +519,15 @@ def run(args) -> int:
     synthetic = args.dataset.lower().startswith("synthetic")
     graph = args.task == "graph"
     require_for_command("iognn train", ("tqdm",) if synthetic or graph else ("tqdm", "scipy"))
+    if args.nproc is not None and graph:
+        args.usage_error("--nproc trains node classifiers (--task node)")
     try:
-        if graph:
+        if args.nproc is not None:
+            from .distributed.launch import launch
+            report = launch(args)
+            if report is None:  # another rank, or the process that started torchrun
+                return 0
+        elif graph:
             from .graph_task import run_graph_training
             report = run_graph_training(args)
         elif args.loader == "neighbor":

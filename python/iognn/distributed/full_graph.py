@@ -1,0 +1,300 @@
+"""Full-graph training on a partitioned graph: each rank runs the layers on its local graph.
+
+A rank's local graph has its owned nodes as destinations and owned + halo nodes as sources
+(:class:`~iognn.distributed.LocalGraph`). The layers stay communication-free: :class:`HaloConv`
+wraps an iognn layer, exchanges what the layer reads from its halo sources and runs the layer's own
+computation on the local graph, so the owned rows equal the one-process layer's rows:
+
+- GCNConv: exchanges ``lin(x)`` (the projected rows) and normalises with the **global** degrees
+  (the owners' degrees of the halo sources, exchanged once: only the owner sees a node's in-edges,
+  self-loops included, which GCN's degree counts once);
+- GATConv: exchanges the projected source features and their attention logits (``H * C + H``
+  values per row), never edge tensors; the destination side stays local;
+- any layer that takes a ``(x_src, x_dst)`` pair (SAGEConv, GraphConv, GINConv, GATv2Conv,
+  TransformerConv, ...): exchanges ``x`` and runs on ``((x_all, x_owned), graph)``.
+
+``distribute(model, graph)`` wraps every iognn layer of a model in place; the model then runs as
+before on the owned rows: ``model(local.take(data.x), graph.edge_index)``.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import Optional
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..graph import Graph, SelfLoops
+from ..nn.conv._attention import check_static
+from ..nn.conv._common import MessagePassingModule, aggregate_weighted
+from ..nn.conv.gat_conv import GATConv
+from ..nn.conv.gcn_conv import GCNConv
+from ..nn._graph import cached_on, structural_adjacency
+from ..ops._checks import acc_dtype
+from ..ops.attention import gat_attention
+from ..ops.propagate import propagate
+from .halo import ExchangePlan, halo_exchange
+
+
+class DistributedGraph:
+    """A rank's local graph on its device: the local :class:`~iognn.Graph` (sources: owned then
+    halo nodes; destinations: owned nodes), its :class:`ExchangePlan` and the process group.
+
+    Args:
+        local: this rank's :class:`~iognn.distributed.LocalGraph` (``partition(...).local(rank)``).
+        device: where the layers run (default: the local graph's device).
+        group: the process group of the exchanges (default: the default group).
+    """
+
+    def __init__(self, local, device=None, group=None):
+        if device is not None:
+            local = local.to(device)
+        self.local = local
+        self.group = group
+        self.plan = ExchangePlan.from_local(local)
+        self.num_owned = local.num_owned
+        self.num_sources = local.num_owned + local.num_halo
+        self.edge_index = local.edge_index
+        self.graph = Graph(local.edge_index, (self.num_sources, self.num_owned))
+
+    @property
+    def device(self) -> torch.device:
+        return self.graph.device
+
+    def exchange(self, x: Tensor) -> Tensor:
+        """``[num_owned, ...]`` -> ``[num_owned + num_halo, ...]`` (:func:`halo_exchange`)."""
+        return halo_exchange(x, self.plan, self.group)
+
+    def gcn_weights(self, add_self_loops: bool, dtype: torch.dtype):
+        """GCN's graph (with PyG's remaining self-loops on the owned nodes) and its normalised
+        edge weights from the global degrees, computed once per setting and dtype."""
+        def compute():
+            loops = SelfLoops.ADD_REMAINING if add_self_loops else SelfLoops.KEEP
+            graph = Graph(self.edge_index, (self.num_sources, self.num_owned), loops)
+            ones = torch.ones(graph.num_edges, dtype=dtype, device=self.device)
+            owned = propagate(graph, torch.ones(self.num_sources, 1, dtype=dtype,
+                                                device=self.device), ones)
+            with torch.no_grad():
+                degree = self.exchange(owned).view(-1)
+            inv_sqrt = degree.pow(-0.5).masked_fill(degree == 0, 0.0)
+            edge_index = graph.edge_index
+            return graph, inv_sqrt[edge_index[0]] * ones * inv_sqrt[edge_index[1]]
+        return cached_on(self.graph, ("gcn", add_self_loops, dtype), compute)
+
+    def __repr__(self) -> str:
+        return (f"DistributedGraph(rank={self.plan.rank}, world_size={self.plan.world_size}, "
+                f"num_owned={self.num_owned}, num_halo={self.plan.num_halo}, "
+                f"num_edges={self.edge_index.size(1)})")
+
+
+class HaloConv(torch.nn.Module):
+    """An iognn layer run on a rank's local graph: ``forward(x)`` takes the owned rows
+    ``[num_owned, F]`` and returns the layer's output rows for them (see the module note for what
+    each layer exchanges). ``edge_index`` may be passed for a drop-in call (``conv(x,
+    edge_index)``): it must be the local graph's ``edge_index``; the layer runs on the prepared
+    local Graph either way. Edge features / weights are not supported.
+    """
+
+    def __init__(self, conv: torch.nn.Module, graph: DistributedGraph):
+        super().__init__()
+        if not isinstance(conv, MessagePassingModule):
+            raise TypeError(f"HaloConv wraps iognn layers (iognn.nn), got {type(conv).__name__}")
+        self.conv = conv
+        self.graph = graph
+
+    def forward(self, x: Tensor, edge_index: Optional[Tensor] = None, *args, **kwargs) -> Tensor:
+        name = type(self.conv).__name__
+        if args or kwargs:
+            raise NotImplementedError(f"HaloConv({name}): edge weights / features and other "
+                                      f"arguments are not supported in full-graph mode")
+        if edge_index is not None and edge_index is not self.graph.edge_index and (
+                not isinstance(edge_index, Tensor) or edge_index.shape != self.graph.edge_index.shape):
+            raise ValueError(f"HaloConv({name}): edge_index is not this rank's local graph "
+                             f"(pass DistributedGraph.edge_index, or nothing)")
+        if x.size(0) != self.graph.num_owned:
+            raise ValueError(f"HaloConv({name}): x has {x.size(0)} rows but this rank owns "
+                             f"{self.graph.num_owned} nodes")
+        if isinstance(self.conv, GCNConv):
+            return self._gcn(x)
+        if isinstance(self.conv, GATConv):
+            return self._gat(x)
+        return self.conv((self.graph.exchange(x), x), self.graph.graph)
+
+    def _gcn(self, x: Tensor) -> Tensor:
+        conv = self.conv
+        h = self.graph.exchange(conv.lin(x))
+        if not conv.normalize:
+            return aggregate_weighted(conv.aggr_module, self.graph.graph, h, None, conv.bias, 0)
+        graph, weight = self.graph.gcn_weights(conv.add_self_loops, acc_dtype(x.dtype))
+        return aggregate_weighted(conv.aggr_module, graph, h, weight, conv.bias, 0)
+
+    def _gat(self, x: Tensor) -> Tensor:
+        conv = self.conv
+        if conv.lin_edge is not None:
+            raise NotImplementedError("HaloConv(GATConv): edge_dim (edge features) is not "
+                                      "supported in full-graph mode")
+        check_static("GATConv", x)
+        heads, width = conv.heads, conv.heads * conv.out_channels
+        res = conv.res(x) if conv.res is not None else None
+        h, _, alpha_src, alpha_dst = conv._project(x, x)
+        sources = self.graph.exchange(torch.cat([h.reshape(-1, width), alpha_src], dim=1))
+        h_all, alpha_all = sources.split([width, heads], dim=1)
+        adj = structural_adjacency("GATConv", self.graph.graph, self.graph.num_sources,
+                                   self.graph.num_owned, conv.add_self_loops)
+        out = gat_attention(adj.graph, h_all.view(-1, heads, conv.out_channels), alpha_all,
+                            alpha_dst, negative_slope=conv.negative_slope,
+                            dropout=conv.dropout if conv.training else 0.0)
+        return conv._output(out, None, res, adj, self.graph.graph)
+
+    def extra_repr(self) -> str:
+        return f"rank={self.graph.plan.rank}, world_size={self.graph.plan.world_size}"
+
+
+def distribute(model: torch.nn.Module, graph: DistributedGraph) -> torch.nn.Module:
+    """Wraps every iognn layer of ``model`` (its submodules, at any depth; ``model`` itself if it
+    is one) in a :class:`HaloConv` on ``graph``, in place, and returns the model. Parameters are
+    kept (a state_dict key ``conv1.lin.weight`` becomes ``conv1.conv.lin.weight``): load weights
+    before distributing."""
+    if isinstance(model, MessagePassingModule):
+        return HaloConv(model, graph)
+    for name, child in list(model.named_children()):
+        if isinstance(child, HaloConv):
+            continue
+        setattr(model, name, distribute(child, graph))
+    return model
+
+
+def exchanged_bytes_per_step(model: torch.nn.Module, halo_rows: int, element_size: int) -> int:
+    """Bytes one training step (forward + backward) moves over all ranks, from the layers alone:
+    every :class:`HaloConv` sends ``halo_rows`` rows forward and, unless what it exchanges is the
+    model's input (the first layer of SAGE-like models, which needs no gradient), as many back."""
+    total = 0
+    for index, conv in enumerate(m for m in model.modules() if isinstance(m, HaloConv)):
+        layer = conv.conv
+        if isinstance(layer, GCNConv):
+            width, input_rows = layer.out_channels, False
+        elif isinstance(layer, GATConv):
+            width, input_rows = layer.heads * (layer.out_channels + 1), False
+        else:
+            width = layer.in_channels
+            width, input_rows = (width[0] if isinstance(width, tuple) else width), True
+        passes = 1 if input_rows and index == 0 else 2
+        total += passes * halo_rows * width * element_size
+    return total
+
+
+def check_partitions_agree(part, group=None) -> None:
+    """Raises on every rank unless all ranks hold the same partition (its fingerprint)."""
+    mine = (part.num_nodes, part.num_parts, part.fingerprint)
+    everyone = [None] * dist.get_world_size(group)
+    dist.all_gather_object(everyone, mine, group=group)
+    if any(other != mine for other in everyone):
+        listing = ", ".join(f"rank {r}: {f}" for r, f in enumerate(everyone))
+        raise RuntimeError(f"iognn: the ranks' partitions differ ((num_nodes, num_parts, "
+                           f"fingerprint) per rank: {listing}); every rank must load the same "
+                           f"graph and partition it with the same method and seed")
+
+
+def partition_note(report: dict) -> str:
+    """The table's line about a distributed run's partition and exchanges."""
+    stats = report["partition"]
+    return (f"{report['world_size']} processes, {stats['method']} partition: edge cut "
+            f"{report['edge_cut']:,}, halo rows {report['halo_rows']:,}, exchanged "
+            f"{report['bytes_exchanged_per_epoch'] / 2**20:.2f} MiB per training step")
+
+
+def _global_sums(values, device) -> list:
+    """Each value summed over the ranks (one all-reduce)."""
+    t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=device)
+    dist.all_reduce(t)
+    return t.tolist()
+
+
+def train_full_graph(args) -> dict:
+    """``iognn train --nproc N --loader full`` on one rank of the initialised group: loads the
+    dataset, partitions it (every rank alike; the fingerprints are compared), trains the model
+    of ``--model`` on the partition with DistributedDataParallel and returns the report."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    import iognn.nn
+    from ..datasets import load_dataset
+    from ..train import PeakMemory, RunResult, TIME_METRIC, _sync, build_model, report_config
+    from .launch import rank_device, ranks_ready
+    from .partition import partition
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    device = rank_device(args)
+    data = load_dataset(args.dataset, args.data_dir)
+    num_classes = int(data.y.max()) + 1
+    part = partition(data, world, args.partition, seed=0)
+    ranks_ready(args.dist_timeout)
+    check_partitions_agree(part)
+    local = part.local(rank)
+    graph = DistributedGraph(local, device)
+    torch.manual_seed(args.seed)
+    model = build_model(args.model, iognn.nn, data.num_features, args.hidden, num_classes,
+                        heads=args.heads, dropout=args.dropout, attn_dropout=args.attn_dropout)
+    model = distribute(model, graph).to(device)
+    trained = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda"
+                                      else None)
+    x, y = local.take(data.x).to(device), local.take(data.y).to(device)
+    masks = {name: local.take(getattr(data, f"{name}_mask")).to(device)
+             for name in ("train", "val", "test")}
+    train_idx = masks["train"].nonzero().view(-1)
+    # DDP averages the ranks' gradients: each rank's summed loss times world / (global count)
+    # makes that average the gradient of the one-process mean loss
+    scale = world / max(int(data.train_mask.sum()), 1)
+
+    def loss_of(out):
+        return F.cross_entropy(out[train_idx], y[train_idx], reduction="sum") * scale
+
+    loss_of(trained(x, graph.edge_index)).backward()  # untimed warm-up, as one-process training
+    trained.zero_grad(set_to_none=True)
+    torch.manual_seed(args.seed + rank)
+    optimizer = torch.optim.Adam(trained.parameters(), lr=args.lr,
+                                 weight_decay=args.weight_decay)
+    best = (-1.0, 0.0, 0)
+    step_times, step_bytes, loss_value = [], [], float("nan")
+    with PeakMemory(device) as memory:
+        for epoch in range(1, args.epochs + 1):
+            trained.train()
+            _sync(device)
+            start, sent = time.perf_counter(), graph.plan.bytes_sent
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_of(trained(x, graph.edge_index))
+            loss.backward()
+            optimizer.step()
+            _sync(device)
+            step_times.append(time.perf_counter() - start)
+            step_bytes.append(graph.plan.bytes_sent - sent)
+            model.eval()
+            with torch.no_grad():
+                predicted = model(x, graph.edge_index).argmax(dim=-1) == y
+            counts = [float(loss.detach()) / world]
+            for name in ("val", "test"):
+                counts += [int(predicted[masks[name]].sum()), int(masks[name].sum())]
+            loss_value, val_ok, val_n, test_ok, test_n = _global_sums(counts, device)
+            val, test = val_ok / max(val_n, 1), test_ok / max(test_n, 1)
+            if val > best[0]:
+                best = (val, test, epoch)
+    step_ms = _global_sums([1e3 * t for t in step_times] + step_bytes + [memory.mib], device)
+    epochs = args.epochs
+    times_ms = [t / world for t in step_ms[:epochs]]  # mean over the ranks
+    bytes_per_epoch = step_ms[epochs:2 * epochs]
+    result = RunResult(f"iognn x{world}", best[1], best[0], best[2], loss_value,
+                       sum(times_ms) / epochs, step_ms[-1] / world)
+    config = report_config(args)
+    config["device"] = str(device.type)
+    stats = part.stats()
+    return {"config": config, "time_metric": TIME_METRIC + " (ms), mean over the ranks",
+            "memory_metric": memory.method + " (MiB), mean over the ranks",
+            "num_nodes": data.num_nodes, "num_edges": data.num_edges, "world_size": world,
+            "results": [asdict(result)], "epoch_times_ms": times_ms,
+            "partition": {k: v for k, v in stats.items() if not isinstance(v, Tensor)},
+            "edge_cut": part.edge_cut, "halo_rows": part.halo_rows,
+            "bytes_exchanged_per_epoch": bytes_per_epoch[-1],
+            "bytes_expected_per_epoch": exchanged_bytes_per_step(model, part.halo_rows,
+                                                                 x.element_size())}
