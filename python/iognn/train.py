@@ -519,10 +519,12 @@ def run(args) -> int:
     synthetic = args.dataset.lower().startswith("synthetic")
     graph = args.task == "graph"
     require_for_command("iognn train", ("tqdm",) if synthetic or graph else ("tqdm", "scipy"))
-    if args.nproc is not None and graph:
-        args.usage_error("--nproc trains node classifiers (--task node)")
+    from .distributed.launch import in_torchrun
+    several = args.nproc is not None or in_torchrun()
+    if several and graph:
+        args.usage_error("--nproc and torchrun train node classifiers (--task node)")
     try:
-        if args.nproc is not None:
+        if several:
             from .distributed.launch import launch
             report = launch(args)
             if report is None:  # another rank, or the process that started torchrun

@@ -54,6 +54,16 @@ def _rank_main(rank, world_size, backend, store, fn, args, results, timeout):
 
 def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout: float = 60.0) -> list:
     """``[fn(0, world_size, *args), ..., fn(world_size - 1, ...)]`` run on one process each."""
+    outcomes = rank_outcomes(fn, world_size, *args, backend=backend, timeout=timeout)
+    failed = {r: v for r, (ok, v) in enumerate(outcomes) if not ok}
+    if failed:
+        raise AssertionError("\n".join(f"rank {r} raised:\n{v}" for r, v in sorted(failed.items())))
+    return [value for _, value in outcomes]
+
+
+def rank_outcomes(fn, world_size: int, *args, backend: str = "gloo",
+                  timeout: float = 60.0) -> list:
+    """``(True, result)`` or ``(False, traceback text)`` of every rank of ``run_ranks``."""
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     with tempfile.TemporaryDirectory() as folder:
@@ -76,8 +86,5 @@ def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout: float 
                 p.join(timeout=30)
                 if p.is_alive():
                     p.kill()
-    failed = {r: v for r, (ok, v) in answers.items() if not ok}
-    if failed:
-        raise AssertionError("\n".join(f"rank {r} raised:\n{v}" for r, v in sorted(failed.items())))
-    return [torch.load(io.BytesIO(answers[r][1]), weights_only=False)
-            for r in range(world_size)]
+    return [(ok, torch.load(io.BytesIO(value), weights_only=False) if ok else value)
+            for ok, value in (answers[r] for r in range(world_size))]

@@ -18,6 +18,7 @@ before on the owned rows: ``model(local.take(data.x), graph.edge_index)``.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict
 from typing import Optional
@@ -104,6 +105,13 @@ class HaloConv(torch.nn.Module):
             raise TypeError(f"HaloConv wraps iognn layers (iognn.nn), got {type(conv).__name__}")
         self.conv = conv
         self.graph = graph
+        self.row_bytes = 0  # the last forward's exchanged row (bytes) and whether its
+        self.sends_gradient = False  # backward sends the halo gradients back
+
+    def _exchange(self, rows: Tensor) -> Tensor:
+        self.row_bytes = math.prod(rows.shape[1:]) * rows.element_size()
+        self.sends_gradient = rows.requires_grad
+        return self.graph.exchange(rows)
 
     def forward(self, x: Tensor, edge_index: Optional[Tensor] = None, *args, **kwargs) -> Tensor:
         name = type(self.conv).__name__
@@ -121,11 +129,11 @@ class HaloConv(torch.nn.Module):
             return self._gcn(x)
         if isinstance(self.conv, GATConv):
             return self._gat(x)
-        return self.conv((self.graph.exchange(x), x), self.graph.graph)
+        return self.conv((self._exchange(x), x), self.graph.graph)
 
     def _gcn(self, x: Tensor) -> Tensor:
         conv = self.conv
-        h = self.graph.exchange(conv.lin(x))
+        h = self._exchange(conv.lin(x))
         if not conv.normalize:
             return aggregate_weighted(conv.aggr_module, self.graph.graph, h, None, conv.bias, 0)
         graph, weight = self.graph.gcn_weights(conv.add_self_loops, acc_dtype(x.dtype))
@@ -140,7 +148,7 @@ class HaloConv(torch.nn.Module):
         heads, width = conv.heads, conv.heads * conv.out_channels
         res = conv.res(x) if conv.res is not None else None
         h, _, alpha_src, alpha_dst = conv._project(x, x)
-        sources = self.graph.exchange(torch.cat([h.reshape(-1, width), alpha_src], dim=1))
+        sources = self._exchange(torch.cat([h.reshape(-1, width), alpha_src], dim=1))
         h_all, alpha_all = sources.split([width, heads], dim=1)
         adj = structural_adjacency("GATConv", self.graph.graph, self.graph.num_sources,
                                    self.graph.num_owned, conv.add_self_loops)
@@ -167,23 +175,12 @@ def distribute(model: torch.nn.Module, graph: DistributedGraph) -> torch.nn.Modu
     return model
 
 
-def exchanged_bytes_per_step(model: torch.nn.Module, halo_rows: int, element_size: int) -> int:
-    """Bytes one training step (forward + backward) moves over all ranks, from the layers alone:
-    every :class:`HaloConv` sends ``halo_rows`` rows forward and, unless what it exchanges is the
-    model's input (the first layer of SAGE-like models, which needs no gradient), as many back."""
-    total = 0
-    for index, conv in enumerate(m for m in model.modules() if isinstance(m, HaloConv)):
-        layer = conv.conv
-        if isinstance(layer, GCNConv):
-            width, input_rows = layer.out_channels, False
-        elif isinstance(layer, GATConv):
-            width, input_rows = layer.heads * (layer.out_channels + 1), False
-        else:
-            width = layer.in_channels
-            width, input_rows = (width[0] if isinstance(width, tuple) else width), True
-        passes = 1 if input_rows and index == 0 else 2
-        total += passes * halo_rows * width * element_size
-    return total
+def exchanged_bytes_per_step(model: torch.nn.Module, halo_rows: int) -> int:
+    """Bytes the last forward (and its backward) of ``model`` moved over all ranks, from the
+    partition's halo rows and what each :class:`HaloConv` exchanged: ``halo_rows`` rows of its
+    width forward, as many gradient rows back when they needed a gradient."""
+    return sum(halo_rows * conv.row_bytes * (2 if conv.sends_gradient else 1)
+               for conv in model.modules() if isinstance(conv, HaloConv))
 
 
 def check_partitions_agree(part, group=None) -> None:
@@ -270,6 +267,7 @@ def train_full_graph(args) -> dict:
             _sync(device)
             step_times.append(time.perf_counter() - start)
             step_bytes.append(graph.plan.bytes_sent - sent)
+            expected_bytes = exchanged_bytes_per_step(model, part.halo_rows)
             model.eval()
             with torch.no_grad():
                 predicted = model(x, graph.edge_index).argmax(dim=-1) == y
@@ -296,5 +294,4 @@ def train_full_graph(args) -> dict:
             "partition": {k: v for k, v in stats.items() if not isinstance(v, Tensor)},
             "edge_cut": part.edge_cut, "halo_rows": part.halo_rows,
             "bytes_exchanged_per_epoch": bytes_per_epoch[-1],
-            "bytes_expected_per_epoch": exchanged_bytes_per_step(model, part.halo_rows,
-                                                                 x.element_size())}
+            "bytes_expected_per_epoch": expected_bytes}

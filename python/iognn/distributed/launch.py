@@ -1,7 +1,9 @@
 """``iognn train --nproc N``: training on N processes (one GPU each, or CPU processes on gloo).
 
 Outside ``torchrun`` (no ``WORLD_SIZE`` in the environment) the command starts itself again
-through ``python -m torch.distributed.run --standalone --nproc_per_node N``; inside, each process
+through ``python -m torch.distributed.run --standalone --nproc_per_node N`` (without ``--nproc``,
+which torchrun's own parser would take for an abbreviation of its ``--nproc-per-node``: inside
+torchrun ``iognn train`` always trains on the ranks torchrun started); inside, each process
 joins the process group (NCCL with the GPU of its ``LOCAL_RANK``, or gloo on the CPU; collectives
 time out after ``--dist-timeout`` seconds), trains (``--loader full``:
 :func:`iognn.distributed.full_graph.train_full_graph`; ``--loader neighbor``:
@@ -34,10 +36,10 @@ def in_torchrun() -> bool:
 
 def command_line(parser: argparse.ArgumentParser, args: argparse.Namespace) -> List[str]:
     """The options of ``args`` as ``iognn train`` arguments (those that differ from the
-    parser's defaults), for the processes torchrun starts."""
+    parser's defaults, ``--nproc`` left out), for the processes torchrun starts."""
     argv: List[str] = []
     for action in parser._actions:
-        if not action.option_strings or action.dest == "help":
+        if not action.option_strings or action.dest in ("help", "nproc"):
             continue
         value = getattr(args, action.dest, None)
         if value is None or value == action.default:
@@ -91,19 +93,25 @@ def init_group(args: argparse.Namespace) -> torch.device:
 
 
 def ranks_ready(timeout_s: float, group=None) -> None:
-    """Waits until every rank arrives here; raises (naming the missing ranks on gloo) after
-    ``timeout_s`` seconds instead of waiting for ever."""
-    if dist.get_backend(group) == "gloo":
-        dist.monitored_barrier(group, timeout=timedelta(seconds=timeout_s), wait_all_ranks=True)
-    else:
-        dist.barrier(group)
+    """Waits until every rank arrives here; raises RuntimeError when a rank has failed (its
+    connection closed) or has not arrived within ``timeout_s`` seconds (gloo names it)."""
+    try:
+        if dist.get_backend(group) == "gloo":
+            dist.monitored_barrier(group, timeout=timedelta(seconds=timeout_s),
+                                   wait_all_ranks=True)
+        else:
+            dist.barrier(group)
+    except RuntimeError as error:
+        raise RuntimeError(f"iognn: rank {dist.get_rank(group)} stopped waiting for the other "
+                           f"ranks: another rank failed or did not arrive within {timeout_s} s "
+                           f"(its own error says why): {error}") from error
 
 
 def train_on_ranks(args: argparse.Namespace) -> dict:
     """Inside torchrun: joins the group, trains with ``--loader``'s mode and leaves the group;
     returns the report."""
     world = int(os.environ["WORLD_SIZE"])
-    if world != args.nproc:
+    if args.nproc is not None and world != args.nproc:
         raise SystemExit(f"iognn train: --nproc {args.nproc} but torchrun started {world} "
                          f"processes")
     init_group(args)
@@ -118,8 +126,9 @@ def train_on_ranks(args: argparse.Namespace) -> dict:
 
 
 def launch(args: argparse.Namespace):
-    """``iognn train --nproc N``: the report on rank 0 (None on the other ranks and in the
-    process that started torchrun); raises SystemExit when torchrun reports a failure."""
+    """``iognn train --nproc N`` (or ``iognn train`` inside torchrun): the report on rank 0 (None
+    on the other ranks and in the process that started torchrun); raises SystemExit when torchrun
+    reports a failure."""
     if not in_torchrun():
         status = relaunch(args)
         if status:

@@ -1,0 +1,180 @@
+"""Full-graph training on 2 and 4 processes (gloo; NCCL on as many GPUs as are visible): the
+partitioned GCN / SAGE / GAT / GIN models' outputs and gradients equal the one-process model's;
+``iognn train --nproc 2`` trains and reports; a failing rank and mismatching partitions give clear
+errors within the timeout."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import iognn.nn
+from distributed_ranks import rank_outcomes, run_ranks
+from iognn.cli import build_parser
+from iognn.distributed import DistributedGraph, distribute, partition
+from iognn.distributed.full_graph import check_partitions_agree, exchanged_bytes_per_step
+from iognn.train import build_model, resolve_task
+
+MODELS = ("gcn", "sage", "gat", "gin")
+METHODS = ("metis", "random")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def make_graph(num_nodes: int = 40, num_edges: int = 160, features: int = 6):
+    """A random graph with duplicate edges, self-loops and an isolated node, its features and a
+    fixed output gradient."""
+    g = torch.Generator().manual_seed(7)
+    edge_index = torch.randint(0, num_nodes - 1, (2, num_edges), generator=g)  # node N-1 isolated
+    loops = torch.arange(0, num_nodes - 1, 5).repeat(2, 1)
+    edge_index = torch.cat([edge_index, edge_index[:, :12], loops], dim=1)
+    return edge_index, torch.randn(num_nodes, features, generator=g)
+
+
+def make_model(name: str, features: int):
+    torch.manual_seed(0)
+    return build_model(name, iognn.nn, features, 8, 3, heads=2, dropout=0.0)
+
+
+def layers_rank(rank, world, edge_index, x, grad_out, device_kind):
+    """Per method and model: this rank's owned ids, output rows and (unreduced) parameter
+    gradients of ``(out * grad_out[owned]).sum()``, and the bytes its exchanges moved."""
+    device = torch.device("cuda", rank) if device_kind == "cuda" else torch.device("cpu")
+    results = {}
+    for method in METHODS:
+        part = partition(edge_index, world, method, num_nodes=x.size(0), seed=0)
+        local = part.local(rank)
+        graph = DistributedGraph(local, device)
+        for name in MODELS:
+            model = distribute(make_model(name, x.size(1)), graph).to(device)
+            with torch.no_grad():  # GCN's first call also exchanges the degrees, once
+                model(local.take(x).to(device), graph.edge_index)
+            sent = graph.plan.bytes_sent
+            out = model(local.take(x).to(device), graph.edge_index)
+            (out * local.take(grad_out).to(device)).sum().backward()
+            results[method, name] = dict(
+                owned=local.owned_nodes, out=out.detach(),
+                grads={k: p.grad for k, p in model.named_parameters()},
+                sent=graph.plan.bytes_sent - sent,
+                expected=exchanged_bytes_per_step(model, part.halo_rows))
+    return results
+
+
+def check_layers(world: int, device_kind: str = "cpu"):
+    edge_index, x = make_graph()
+    grad_out = torch.randn(x.size(0), 3, generator=torch.Generator().manual_seed(3))
+    ranks = run_ranks(layers_rank, world, edge_index, x, grad_out, device_kind,
+                      backend="nccl" if device_kind == "cuda" else "gloo")
+    for name in MODELS:
+        model = make_model(name, x.size(1))
+        out = model(x, edge_index)
+        (out * grad_out).sum().backward()
+        for method in METHODS:
+            got = [r[method, name] for r in ranks]
+            for r in got:
+                torch.testing.assert_close(r["out"].cpu(), out[r["owned"]].detach())
+            for key, p in model.named_parameters():
+                total = sum(r["grads"][key.replace("conv1.", "conv1.conv.")
+                                       .replace("conv2.", "conv2.conv.")].cpu() for r in got)
+                torch.testing.assert_close(total, p.grad, msg=f"{name} {method} {key}")
+            # the bytes measured by the plans are the cut's halo rows times the rows' bytes
+            assert sum(r["sent"] for r in got) == got[0]["expected"] > 0
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_layers_match_one_process_gloo(world):
+    check_layers(world)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("world", [2, 4])
+def test_layers_match_one_process_nccl(world):
+    if torch.cuda.device_count() < world:
+        pytest.skip(f"needs {world} GPUs, {torch.cuda.device_count()} visible")
+    check_layers(world, "cuda")
+
+
+def test_one_part_is_the_one_process_model():
+    """With one part the local graph is the whole graph (renumbered): same rows, no exchange."""
+    edge_index, x = make_graph()
+    part = partition(edge_index, 1, "random", num_nodes=x.size(0))
+    local = part.local(0)
+    graph = DistributedGraph(local)
+    for name in MODELS:
+        want = make_model(name, x.size(1))(x, edge_index)
+        got = distribute(make_model(name, x.size(1)), graph)(local.take(x), graph.edge_index)
+        torch.testing.assert_close(got, want[local.owned_nodes])
+
+
+def train_args(*argv):
+    args = build_parser().parse_args(["train", *argv])
+    resolve_task(args)
+    return args
+
+
+def failing_rank(rank, world, how):
+    """Rank 1 fails while loading (raises, or is stuck); rank 0 goes on into training and must
+    give up in time with a clear error."""
+    if rank == 1:
+        if how == "raises":
+            raise RuntimeError("rank 1 cannot read its data")
+        time.sleep(8)
+        return None
+    from iognn.distributed.full_graph import train_full_graph
+    start = time.perf_counter()
+    try:
+        train_full_graph(train_args("--nproc", "2", "--device", "cpu", "--epochs", "1",
+                                    "--dist-timeout", "5"))
+    except RuntimeError as error:
+        return str(error), time.perf_counter() - start
+    return None, time.perf_counter() - start
+
+
+@pytest.mark.parametrize("how", ["raises", "stuck"])
+def test_failing_rank_stops_the_others(how):
+    (ok0, (message, seconds)), (ok1, other) = rank_outcomes(failing_rank, 2, how, timeout=5)
+    assert ok0 and ok1 == (how == "stuck")
+    assert how == "stuck" or "cannot read its data" in other
+    assert message is not None and "stopped waiting for the other ranks" in message, message
+    if how == "stuck":  # gloo's monitored barrier names the rank
+        assert "Ranks 1 failed" in message, message
+    assert seconds < 30
+
+
+def mismatching_rank(rank, world):
+    edge_index, x = make_graph()
+    part = partition(edge_index, world, "metis" if rank == 0 else "random",
+                     num_nodes=x.size(0), seed=0)
+    check_partitions_agree(part)
+
+
+def test_mismatching_partitions_raise_on_every_rank():
+    outcomes = rank_outcomes(mismatching_rank, 2, timeout=20)
+    for ok, trace in outcomes:
+        assert not ok and "partitions differ" in trace
+
+
+def test_train_nproc_2_through_torchrun(tmp_path):
+    report_path = tmp_path / "report.json"
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"), IOGNN_CACHE=str(tmp_path / "cache"))
+    run = subprocess.run([sys.executable, "-m", "iognn", "train", "--nproc", "2", "--device",
+                          "cpu", "--epochs", "3", "--model", "sage", "--no-progress",
+                          "--partition", "random", "--json", str(report_path)],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(report_path.read_text())
+    assert report["world_size"] == 2 and len(report["epoch_times_ms"]) == 3
+    assert report["bytes_exchanged_per_epoch"] == report["bytes_expected_per_epoch"] > 0
+    assert report["partition"]["method"] == "random"
+    assert "iognn x2" in run.stdout and "halo rows" in run.stdout
+
+
+def test_train_nproc_rejects_graph_task():
+    args = build_parser().parse_args(["train", "--task", "graph", "--nproc", "2"])
+    with pytest.raises(SystemExit):
+        args.run(args)
