@@ -111,6 +111,25 @@ def test_one_part_is_the_one_process_model():
         torch.testing.assert_close(got, want[local.owned_nodes])
 
 
+def test_halo_conv_errors():
+    edge_index, x = make_graph()
+    local = partition(edge_index, 1, "random", num_nodes=x.size(0)).local(0)
+    graph = DistributedGraph(local)
+    conv = distribute(iognn.nn.GCNConv(6, 4), graph)
+    with pytest.raises(ValueError, match="local graph"):
+        conv(x, edge_index[:, :5])
+    with pytest.raises(ValueError, match="owns"):
+        conv(x[:3])
+    with pytest.raises(NotImplementedError, match="edge weights"):
+        conv(x, graph.edge_index, torch.ones(graph.edge_index.size(1)))
+    assert conv(x, graph.edge_index, None).shape == (x.size(0), 4)
+    with pytest.raises(NotImplementedError, match="edge_dim"):
+        distribute(iognn.nn.GATConv(6, 4, edge_dim=2), graph)(x)
+    with pytest.raises(TypeError, match="iognn layers"):
+        from iognn.distributed import HaloConv
+        HaloConv(torch.nn.Linear(2, 2), graph)
+
+
 def train_args(*argv):
     args = build_parser().parse_args(["train", *argv])
     resolve_task(args)

@@ -115,11 +115,11 @@ class HaloConv(torch.nn.Module):
 
     def forward(self, x: Tensor, edge_index: Optional[Tensor] = None, *args, **kwargs) -> Tensor:
         name = type(self.conv).__name__
-        if args or kwargs:
+        if any(value is not None for value in (*args, *kwargs.values())):
             raise NotImplementedError(f"HaloConv({name}): edge weights / features and other "
                                       f"arguments are not supported in full-graph mode")
-        if edge_index is not None and edge_index is not self.graph.edge_index and (
-                not isinstance(edge_index, Tensor) or edge_index.shape != self.graph.edge_index.shape):
+        if edge_index is not None and (not isinstance(edge_index, Tensor)
+                                       or edge_index.shape != self.graph.edge_index.shape):
             raise ValueError(f"HaloConv({name}): edge_index is not this rank's local graph "
                              f"(pass DistributedGraph.edge_index, or nothing)")
         if x.size(0) != self.graph.num_owned:
