@@ -523,6 +523,8 @@ def run(args) -> int:
     several = args.nproc is not None or in_torchrun()
     if several and graph:
         args.usage_error("--nproc and torchrun train node classifiers (--task node)")
+    if several and args.compare:
+        args.usage_error("--compare runs in one process: leave out --nproc")
     try:
         if several:
             from .distributed.launch import launch

@@ -178,22 +178,56 @@ def test_mismatching_partitions_raise_on_every_rank():
         assert not ok and "partitions differ" in trace
 
 
-def test_train_nproc_2_through_torchrun(tmp_path):
+def train_through_torchrun(tmp_path, nproc: int, device: str, model: str) -> tuple:
+    """``iognn train --nproc`` in a subprocess: (the report, its standard output)."""
     report_path = tmp_path / "report.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT / "python"), IOGNN_CACHE=str(tmp_path / "cache"))
-    run = subprocess.run([sys.executable, "-m", "iognn", "train", "--nproc", "2", "--device",
-                          "cpu", "--epochs", "3", "--model", "sage", "--no-progress",
+    run = subprocess.run([sys.executable, "-m", "iognn", "train", "--nproc", str(nproc),
+                          "--device", device, "--epochs", "3", "--model", model, "--no-progress",
                           "--partition", "random", "--json", str(report_path)],
                          env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     report = json.loads(report_path.read_text())
-    assert report["world_size"] == 2 and len(report["epoch_times_ms"]) == 3
+    assert report["world_size"] == nproc and len(report["epoch_times_ms"]) == 3
     assert report["bytes_exchanged_per_epoch"] == report["bytes_expected_per_epoch"] > 0
     assert report["partition"]["method"] == "random"
-    assert "iognn x2" in run.stdout and "halo rows" in run.stdout
+    return report, run.stdout
 
 
-def test_train_nproc_rejects_graph_task():
-    args = build_parser().parse_args(["train", "--task", "graph", "--nproc", "2"])
+def test_train_nproc_2_through_torchrun(tmp_path):
+    report, stdout = train_through_torchrun(tmp_path, 2, "cpu", "sage")
+    assert "iognn x2" in stdout and "halo rows" in stdout
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("model", ["gcn", "sage", "gat"])
+def test_train_nproc_on_the_visible_gpus(tmp_path, model):
+    nproc = min(torch.cuda.device_count(), 4)
+    if nproc < 2:
+        pytest.skip(f"needs 2 GPUs, {nproc} visible")
+    report, _ = train_through_torchrun(tmp_path, nproc, "cuda", model)
+    assert report["config"]["device"] == "cuda" and 0 <= report["results"][0]["test_acc"] <= 1
+
+
+@pytest.mark.parametrize("argv", [["--task", "graph"], ["--compare", "pyg"]])
+def test_train_nproc_rejects(argv, capsys):
+    args = build_parser().parse_args(["train", "--nproc", "2", *argv])
     with pytest.raises(SystemExit):
         args.run(args)
+    assert "--nproc" in capsys.readouterr().err
+
+
+def test_command_line_for_torchrun():
+    from iognn.distributed.launch import command_line
+    args = train_args("--nproc", "2", "--model", "gat", "--num-neighbors", "5,5",
+                      "--no-progress", "--json", "out.json")
+    argv = command_line(args.argument_parser, args)
+    assert "--nproc" not in argv
+    for option in (["--model", "gat"], ["--num-neighbors", "5,5"], ["--json", "out.json"]):
+        assert argv[argv.index(option[0]) + 1] == option[1]
+    assert "--no-progress" in argv
+    again = train_args(*argv)
+    assert {k: v for k, v in vars(again).items() if k not in ("nproc", "argument_parser",
+                                                               "usage_error", "run")} == \
+        {k: v for k, v in vars(args).items() if k not in ("nproc", "argument_parser",
+                                                          "usage_error", "run")}

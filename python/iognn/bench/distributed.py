@@ -158,7 +158,7 @@ def worker(args) -> None:
             start = time.perf_counter()
             part = shared_partition(edge_index, x.size(0), args.partition)
             local = part.local(dist.get_rank())
-            graph = DistributedGraph(local, device)
+            graph = DistributedGraph(local, device, dist.new_group())  # as train_full_graph
             setup_s = time.perf_counter() - start
             xs, ys = local.take(x).to(device), local.take(y).to(device)
             for name in args.models.split(","):

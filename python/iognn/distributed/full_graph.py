@@ -230,7 +230,9 @@ def train_full_graph(args) -> dict:
     ranks_ready(args.dist_timeout)
     check_partitions_agree(part)
     local = part.local(rank)
-    graph = DistributedGraph(local, device)
+    # the exchanges get a group of their own: their backward collectives then never queue up
+    # with DDP's gradient all-reduces on one communicator
+    graph = DistributedGraph(local, device, dist.new_group())
     torch.manual_seed(args.seed)
     model = build_model(args.model, iognn.nn, data.num_features, args.hidden, num_classes,
                         heads=args.heads, dropout=args.dropout, attn_dropout=args.attn_dropout)
