@@ -103,15 +103,16 @@ class ExchangePlan:
                 f"num_owned={self.num_owned}, num_halo={self.num_halo}, sent={self.num_sent})")
 
 
-def _all_to_all_rows(rows: Tensor, out_rows: int, out_counts: List[int], in_counts: List[int],
+def _all_to_all_rows(rows: Tensor, out: Tensor, out_counts: List[int], in_counts: List[int],
                      group) -> Tensor:
-    """``rows`` ``[sum(in_counts), ...]`` scattered to the ranks by ``in_counts``; returns the
-    ``[out_rows, ...]`` rows received, grouped by sending rank (``out_counts``). Moves bytes."""
-    shape = rows.shape[1:]
-    raw = rows.contiguous().view(rows.size(0), math.prod(shape)).view(torch.uint8)
-    out = raw.new_empty(out_rows, raw.size(1))
-    dist.all_to_all_single(out, raw, out_counts, in_counts, group=group)
-    return out.view(rows.dtype).view((out_rows,) + shape)
+    """``rows`` ``[sum(in_counts), ...]`` scattered to the ranks by ``in_counts``; the rows
+    received, grouped by sending rank (``out_counts``), are written into ``out`` (contiguous,
+    same trailing shape and dtype), which is returned. Moves bytes."""
+    def as_bytes(t: Tensor) -> Tensor:
+        return t.view(t.size(0), math.prod(t.shape[1:])).view(torch.uint8)
+    dist.all_to_all_single(as_bytes(out), as_bytes(rows.contiguous()), out_counts, in_counts,
+                           group=group)
+    return out
 
 
 class _HaloExchange(torch.autograd.Function):
@@ -120,8 +121,10 @@ class _HaloExchange(torch.autograd.Function):
         ctx.plan, ctx.group = plan, group
         sent = x.index_select(0, plan.send_index)
         plan.bytes_sent += sent.numel() * sent.element_size()
-        halo = _all_to_all_rows(sent, plan.num_halo, plan.recv_counts, plan.send_counts, group)
-        return torch.cat([x, halo])
+        rows = x.new_empty((plan.num_owned + plan.num_halo,) + x.shape[1:])
+        rows[:plan.num_owned] = x
+        _all_to_all_rows(sent, rows[plan.num_owned:], plan.recv_counts, plan.send_counts, group)
+        return rows
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -129,8 +132,8 @@ class _HaloExchange(torch.autograd.Function):
         plan = ctx.plan
         own, halo = grad[:plan.num_owned], grad[plan.num_owned:]
         plan.bytes_sent += halo.numel() * halo.element_size()
-        back = _all_to_all_rows(halo, plan.num_sent, plan.send_counts, plan.recv_counts,
-                                ctx.group)
+        back = _all_to_all_rows(halo, halo.new_empty((plan.num_sent,) + halo.shape[1:]),
+                                plan.send_counts, plan.recv_counts, ctx.group)
         before = plan.own_position
         rows = torch.cat([back[:before], own, back[before:]])
         width = math.prod(rows.shape[1:])
