@@ -14,9 +14,26 @@ import tempfile
 import traceback
 from datetime import timedelta
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+def _world_and_backend(world_size: int, backend: str):
+    if backend == "gloo":
+        return pytest.param(world_size, backend)
+    return pytest.param(world_size, backend, marks=[pytest.mark.cuda, pytest.mark.skipif(
+        torch.cuda.device_count() < world_size,
+        reason=f"needs {world_size} GPUs, {torch.cuda.device_count()} visible")])
+
+
+# (world size, backend) cases: gloo on the CPU (CI) and NCCL on as many GPUs (marked cuda)
+WORLDS_AND_BACKENDS = [_world_and_backend(w, b) for b in ("gloo", "nccl") for w in (2, 4)]
+
+
+def rank_device(backend: str, rank: int) -> torch.device:
+    """The device a rank's tensors live on for ``backend``."""
+    return torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
 
 
 def _pack(value) -> bytes:

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import iognn.nn
-from distributed_ranks import rank_outcomes, run_ranks
+from distributed_ranks import WORLDS_AND_BACKENDS, rank_device, rank_outcomes, run_ranks
 from iognn.cli import build_parser
 from iognn.distributed import DistributedGraph, distribute, partition
 from iognn.distributed.full_graph import check_partitions_agree, exchanged_bytes_per_step
@@ -41,10 +41,10 @@ def make_model(name: str, features: int):
     return build_model(name, iognn.nn, features, 8, 3, heads=2, dropout=0.0)
 
 
-def layers_rank(rank, world, edge_index, x, grad_out, device_kind):
+def layers_rank(rank, world, edge_index, x, grad_out, backend):
     """Per method and model: this rank's owned ids, output rows and (unreduced) parameter
     gradients of ``(out * grad_out[owned]).sum()``, and the bytes its exchanges moved."""
-    device = torch.device("cuda", rank) if device_kind == "cuda" else torch.device("cpu")
+    device = rank_device(backend, rank)
     results = {}
     for method in METHODS:
         part = partition(edge_index, world, method, num_nodes=x.size(0), seed=0)
@@ -65,11 +65,10 @@ def layers_rank(rank, world, edge_index, x, grad_out, device_kind):
     return results
 
 
-def check_layers(world: int, device_kind: str = "cpu"):
+def check_layers(world: int, backend: str):
     edge_index, x = make_graph()
     grad_out = torch.randn(x.size(0), 3, generator=torch.Generator().manual_seed(3))
-    ranks = run_ranks(layers_rank, world, edge_index, x, grad_out, device_kind,
-                      backend="nccl" if device_kind == "cuda" else "gloo")
+    ranks = run_ranks(layers_rank, world, edge_index, x, grad_out, backend, backend=backend)
     for name in MODELS:
         model = make_model(name, x.size(1))
         out = model(x, edge_index)
@@ -86,17 +85,9 @@ def check_layers(world: int, device_kind: str = "cpu"):
             assert sum(r["sent"] for r in got) == got[0]["expected"] > 0
 
 
-@pytest.mark.parametrize("world", [2, 4])
-def test_layers_match_one_process_gloo(world):
-    check_layers(world)
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("world", [2, 4])
-def test_layers_match_one_process_nccl(world):
-    if torch.cuda.device_count() < world:
-        pytest.skip(f"needs {world} GPUs, {torch.cuda.device_count()} visible")
-    check_layers(world, "cuda")
+@pytest.mark.parametrize("world, backend", WORLDS_AND_BACKENDS)
+def test_layers_match_one_process(world, backend):
+    check_layers(world, backend)
 
 
 def test_one_part_is_the_one_process_model():

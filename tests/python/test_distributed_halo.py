@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from distributed_ranks import run_ranks
+from distributed_ranks import WORLDS_AND_BACKENDS, rank_device, run_ranks
 from iognn.distributed import ExchangePlan, halo_exchange
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -52,10 +52,10 @@ def cases(world: int):
     return out
 
 
-def exchange_rank(rank, world, examples, device_kind):
+def exchange_rank(rank, world, examples, backend):
     """Each example: this rank's exchanged rows, the gradient of its owned rows and the byte
     counter, for x of shape [N, 3, 2] in each dtype."""
-    device = torch.device("cuda", rank) if device_kind == "cuda" else torch.device("cpu")
+    device = rank_device(backend, rank)
     results = []
     for x, grads, plan_args in examples:
         plan = ExchangePlan(device=device, **plan_args[rank])
@@ -79,7 +79,7 @@ def reference(x: torch.Tensor, owned, halo, grads, dtype):
     return rows.detach().split(sizes), full.grad
 
 
-def check_exchange(world: int, device_kind: str = "cpu"):
+def check_exchange(world: int, backend: str):
     g = torch.Generator().manual_seed(100 + world)
     examples, expected = [], []
     for parts, halos in cases(world):
@@ -94,8 +94,7 @@ def check_exchange(world: int, device_kind: str = "cpu"):
             expected.append([(rows[r], grad[owned[r]],
                               row_bytes * (plans[r]["send_index"].numel() + halo[r].numel()))
                              for r in range(world)])
-    results = run_ranks(exchange_rank, world, examples, device_kind,
-                        backend="nccl" if device_kind == "cuda" else "gloo")
+    results = run_ranks(exchange_rank, world, examples, backend, backend=backend)
     for i, want in enumerate(expected):
         exact = DTYPES[i % len(DTYPES)] == torch.float32 or world <= 2
         for r in range(world):
@@ -110,17 +109,9 @@ def check_exchange(world: int, device_kind: str = "cpu"):
             assert sent == want[r][2]
 
 
-@pytest.mark.parametrize("world", [2, 4])
-def test_halo_exchange_gloo(world):
-    check_exchange(world)
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("world", [2, 4])
-def test_halo_exchange_nccl(world):
-    if torch.cuda.device_count() < world:
-        pytest.skip(f"needs {world} GPUs, {torch.cuda.device_count()} visible")
-    check_exchange(world, "cuda")
+@pytest.mark.parametrize("world, backend", WORLDS_AND_BACKENDS)
+def test_halo_exchange(world, backend):
+    check_exchange(world, backend)
 
 
 def test_one_rank_returns_input():
