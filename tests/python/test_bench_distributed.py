@@ -7,13 +7,17 @@ import json
 from iognn.bench import distributed
 
 
-def test_bench_rows_on_one_and_two_processes(tmp_path, capsys):
+def test_bench_rows_on_one_and_two_processes(tmp_path, capsys, monkeypatch):
+    """Run in two parts (one process, then two) into one JSON file, as on a machine whose
+    commands have a time limit; the second part reuses nothing but the file."""
+    monkeypatch.setenv("IOGNN_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "rows.json"
-    status = distributed.main(["--graphs", "sbm:300:4:8:1,uniform:300:8", "--models", "gcn,gat",
-                               "--device", "cpu", "--nproc", "1,2", "--epochs", "2",
-                               "--warmup", "1", "--hidden", "8", "--heads", "2", "--layers", "2",
-                               "--json", str(out)])
-    assert status == 0
+    for nproc in ("1", "2"):
+        status = distributed.main([
+            "--graphs", "sbm:300:4:8:1,uniform:300:8", "--models", "gcn,gat", "--device",
+            "cpu", "--nproc", nproc, "--epochs", "2", "--warmup", "1", "--hidden", "8",
+            "--heads", "2", "--layers", "2", "--json", str(out)])
+        assert status == 0
     rows = json.loads(out.read_text())["rows"]
     assert {(r["graph"], r["model"], r["processes"]) for r in rows} == {
         (g, m, p) for g in ("sbm:300:4:8:1", "uniform:300:8") for m in ("gcn", "gat")
@@ -26,6 +30,19 @@ def test_bench_rows_on_one_and_two_processes(tmp_path, capsys):
     cut = {r["graph"]: r["edge_cut"] for r in rows if r["processes"] == 2}
     assert cut["sbm:300:4:8:1"] < cut["uniform:300:8"]
     assert "halo rows" in capsys.readouterr().out
+    assert len(list((tmp_path / "cache").glob("parts-*-2-metis.pt"))) == 2
+
+
+def test_speedups_and_bytes_check():
+    rows = distributed.with_speedups([
+        {"graph": "g", "model": "gcn", "processes": 1, "step_ms": 10.0, "bytes_per_step": 0,
+         "bytes_expected": 0},
+        {"graph": "g", "model": "gcn", "processes": 2, "step_ms": 4.0, "bytes_per_step": 8,
+         "bytes_expected": 9},
+        {"graph": "p", "model": "sage minibatch DDP", "processes": 2, "epoch_s": 1.0}])
+    assert [r["speedup"] for r in rows] == [1.0, 2.5, None]
+    assert [r.get("bytes_match") for r in rows] == [True, False, None]
+    assert "NO" in distributed.format_rows(rows)
 
 
 def test_graph_data_of_a_spec():

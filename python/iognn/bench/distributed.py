@@ -38,7 +38,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--graphs", default=DEFAULT_GRAPHS,
-                        help="comma-separated graphs (default: %(default)s)")
+                        help="comma-separated graphs, '' for none (default: %(default)s)")
     parser.add_argument("--models", default="gcn,sage,gat", help="default: %(default)s")
     parser.add_argument("--nproc", default=None,
                         help="comma-separated process counts (default: 1,2,4 up to the visible "
@@ -55,7 +55,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "on synthetic-products")
     parser.add_argument("--minibatch-dataset", default="synthetic-products")
     parser.add_argument("--dist-timeout", type=int, default=900)
-    parser.add_argument("--json", default=None, metavar="PATH", help="write the rows as JSON")
+    parser.add_argument("--json", default=None, metavar="PATH",
+                        help="write the rows as JSON; rows already in PATH for another (graph, "
+                             "model, process count) are kept, so a bench can run in parts")
     parser.add_argument("--worker-out", default=None, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -90,14 +92,25 @@ def load_graph_data(spec: str):
             torch.randint(0, CLASSES, (num_nodes,), generator=gen), edge_index)
 
 
-def shared_partition(edge_index, num_nodes: int, method: str):
-    """Rank 0's partition, its assignment handed to the other ranks (one METIS run per job)."""
+def shared_partition(spec: str, edge_index, num_nodes: int, method: str):
+    """Rank 0's partition, its assignment handed to the other ranks (one METIS run per job;
+    the assignment is cached beside the datasets, so a later job of the same graph, process count
+    and method reuses it)."""
     import torch.distributed as dist
 
+    from ..datasets import cache_dir
     from ..distributed import partition
     world = dist.get_world_size()
-    box = [partition(edge_index, world, method, num_nodes=num_nodes).parts
-           if dist.get_rank() == 0 else None]
+    box = [None]
+    if dist.get_rank() == 0:
+        slug = "".join(c if c.isalnum() else "-" for c in spec)
+        path = cache_dir() / f"parts-{slug}-{world}-{method}.pt"
+        if path.exists():
+            box[0] = torch.load(path, weights_only=True)
+        else:
+            box[0] = partition(edge_index, world, method, num_nodes=num_nodes).parts
+            path.parent.mkdir(parents=True, exist_ok=True)
+            torch.save(box[0], path)
     dist.broadcast_object_list(box, src=0)
     return partition(edge_index, world, "given", num_nodes=num_nodes, parts=box[0])
 
@@ -153,10 +166,10 @@ def worker(args) -> None:
     device = init_group(args)
     rows = []
     try:
-        for spec in args.graphs.split(","):
+        for spec in graph_specs(args):
             x, y, edge_index = load_graph_data(spec)
             start = time.perf_counter()
-            part = shared_partition(edge_index, x.size(0), args.partition)
+            part = shared_partition(spec, edge_index, x.size(0), args.partition)
             local = part.local(dist.get_rank())
             graph = DistributedGraph(local, device, dist.new_group())  # as train_full_graph
             setup_s = time.perf_counter() - start
@@ -192,8 +205,14 @@ def torchrun(nproc: int, module_args: List[str], timeout: float) -> None:
     subprocess.run(command, check=True, timeout=timeout, env={**os.environ, **CHILD_ENVIRONMENT})
 
 
+def graph_specs(args) -> List[str]:
+    return [spec for spec in args.graphs.split(",") if spec]
+
+
 def full_graph_rows(args, counts: List[int]) -> List[dict]:
     rows = []
+    if not graph_specs(args):
+        return rows
     passed = ["--graphs", args.graphs, "--models", args.models, "--device", args.device,
               "--layers", str(args.layers), "--hidden", str(args.hidden), "--heads",
               str(args.heads), "--epochs", str(args.epochs), "--warmup", str(args.warmup),
@@ -205,11 +224,22 @@ def full_graph_rows(args, counts: List[int]) -> List[dict]:
                      args.dist_timeout)
             with open(out) as f:
                 rows += json.load(f)
-    one = {(r["graph"], r["model"]): r["step_ms"] for r in rows if r["processes"] == 1}
+    return rows
+
+
+def _time(row: dict) -> float:
+    return row["step_ms"] if "step_ms" in row else row["epoch_s"]
+
+
+def with_speedups(rows: List[dict]) -> List[dict]:
+    """The rows with their speed-up over the one-process row of the same graph and model (None
+    without one) and, for full-graph rows, whether the bytes agree."""
+    one = {(r["graph"], r["model"]): _time(r) for r in rows if r["processes"] == 1}
     for r in rows:
         base = one.get((r["graph"], r["model"]))
-        r["speedup"] = base / r["step_ms"] if base else None
-        r["bytes_match"] = r["bytes_per_step"] == r["bytes_expected"]
+        r["speedup"] = base / _time(r) if base else None
+        if "bytes_per_step" in r:
+            r["bytes_match"] = r["bytes_per_step"] == r["bytes_expected"]
     return rows
 
 
@@ -226,8 +256,6 @@ def minibatch_rows(args, counts: List[int]) -> List[dict]:
                 result = json.load(f)["results"][0]
             rows.append({"graph": args.minibatch_dataset, "model": "sage minibatch DDP",
                          "processes": n, "epoch_s": result["epoch_s"]})
-    for r in rows:
-        r["speedup"] = rows[0]["epoch_s"] / r["epoch_s"] if rows[0]["processes"] == 1 else None
     return rows
 
 
@@ -258,6 +286,12 @@ def main(argv=None) -> int:
     rows = full_graph_rows(args, counts)
     if args.minibatch:
         rows += minibatch_rows(args, counts)
+    if args.json and os.path.exists(args.json):  # keep the earlier runs' other rows
+        done = {(r["graph"], r["model"], r["processes"]) for r in rows}
+        with open(args.json) as f:
+            rows = [r for r in json.load(f)["rows"]
+                    if (r["graph"], r["model"], r["processes"]) not in done] + rows
+    rows = with_speedups(rows)
     print(format_rows(rows))
     if args.json:
         machine = (torch.cuda.get_device_name(0) if args.device != "cpu"
