@@ -198,7 +198,8 @@ def check_partitions_agree(part, group=None) -> None:
 def partition_note(report: dict) -> str:
     """The table's line about a distributed run's partition and exchanges."""
     stats = report["partition"]
-    return (f"{report['world_size']} processes, {stats['method']} partition: edge cut "
+    processes = "1 process" if report["world_size"] == 1 else f"{report['world_size']} processes"
+    return (f"{processes}, {stats['method']} partition: edge cut "
             f"{report['edge_cut']:,}, halo rows {report['halo_rows']:,}, exchanged "
             f"{report['bytes_exchanged_per_epoch'] / 2**20:.2f} MiB per training step")
 
