@@ -41,29 +41,43 @@ from .halo import ExchangePlan, halo_exchange
 
 
 class DistributedGraph:
-    """A rank's local graph on its device: the local :class:`~iognn.Graph` (sources: owned then
-    halo nodes; destinations: owned nodes), its :class:`ExchangePlan` and the process group.
+    """A rank's local graph prepared on its device: the local :class:`~iognn.Graph` (sources:
+    owned then halo nodes; destinations: owned nodes), its :class:`ExchangePlan` and the process
+    group. Only the Graphs and the send index go to the device; the LocalGraph stays where it is
+    (its int64 edge list and edge ids would cost 24 bytes an edge there).
 
     Args:
         local: this rank's :class:`~iognn.distributed.LocalGraph` (``partition(...).local(rank)``).
         device: where the layers run (default: the local graph's device).
         group: the process group of the exchanges (default: the default group).
+
+    Attributes:
+        edge_index: the LocalGraph's edge list, which a model's ``forward`` may pass on to its
+            layers (they run on the prepared Graphs and only check its shape).
     """
 
     def __init__(self, local, device=None, group=None):
-        if device is not None:
-            local = local.to(device)
         self.local = local
         self.group = group
-        self.plan = ExchangePlan.from_local(local)
+        self.plan = ExchangePlan.from_local(
+            local, device if device is not None else local.edge_index.device)
         self.num_owned = local.num_owned
         self.num_sources = local.num_owned + local.num_halo
         self.edge_index = local.edge_index
-        self.graph = Graph(local.edge_index, (self.num_sources, self.num_owned))
+        self._graphs = {}
+        self.graph = self.with_loops(SelfLoops.KEEP)
 
     @property
     def device(self) -> torch.device:
-        return self.graph.device
+        return self.plan.device
+
+    def with_loops(self, loops: SelfLoops) -> Graph:
+        """The local Graph with the self-loop mode ``loops`` (over the owned nodes, the first
+        ``num_owned`` sources), built once per mode."""
+        if loops not in self._graphs:
+            self._graphs[loops] = Graph(self.edge_index.to(self.device),
+                                        (self.num_sources, self.num_owned), loops)
+        return self._graphs[loops]
 
     def exchange(self, x: Tensor) -> Tensor:
         """``[num_owned, ...]`` -> ``[num_owned + num_halo, ...]`` (:func:`halo_exchange`)."""
@@ -71,18 +85,19 @@ class DistributedGraph:
 
     def gcn_weights(self, add_self_loops: bool, dtype: torch.dtype):
         """GCN's graph (with PyG's remaining self-loops on the owned nodes) and its normalised
-        edge weights from the global degrees, computed once per setting and dtype."""
+        edge weights (augmented order) from the global degrees, computed once per setting and
+        dtype."""
         def compute():
-            loops = SelfLoops.ADD_REMAINING if add_self_loops else SelfLoops.KEEP
-            graph = Graph(self.edge_index, (self.num_sources, self.num_owned), loops)
-            ones = torch.ones(graph.num_edges, dtype=dtype, device=self.device)
-            owned = propagate(graph, torch.ones(self.num_sources, 1, dtype=dtype,
-                                                device=self.device), ones)
+            graph = self.with_loops(SelfLoops.ADD_REMAINING if add_self_loops
+                                    else SelfLoops.KEEP)
+            ones = torch.ones(self.num_sources, 1, dtype=dtype, device=self.device)
+            owned = propagate(graph, ones).view(-1, 1)
             with torch.no_grad():
                 degree = self.exchange(owned).view(-1)
             inv_sqrt = degree.pow(-0.5).masked_fill(degree == 0, 0.0)
-            edge_index = graph.edge_index
-            return graph, inv_sqrt[edge_index[0]] * ones * inv_sqrt[edge_index[1]]
+            # gcn_norm's deg(j)^-1/2 * 1 * deg(i)^-1/2, per CSR position, put in augmented order
+            csr = inv_sqrt[graph.col.long()] * inv_sqrt[graph.csr_dst.long()]
+            return graph, torch.empty_like(csr).index_put_((graph.eid.long(),), csr)
         return cached_on(self.graph, ("gcn", add_self_loops, dtype), compute)
 
     def __repr__(self) -> str:
@@ -150,7 +165,9 @@ class HaloConv(torch.nn.Module):
         h, _, alpha_src, alpha_dst = conv._project(x, x)
         sources = self._exchange(torch.cat([h.reshape(-1, width), alpha_src], dim=1))
         h_all, alpha_all = sources.split([width, heads], dim=1)
-        adj = structural_adjacency("GATConv", self.graph.graph, self.graph.num_sources,
+        graph = self.graph.with_loops(SelfLoops.REPLACE if conv.add_self_loops
+                                      else SelfLoops.KEEP)
+        adj = structural_adjacency("GATConv", graph, self.graph.num_sources,
                                    self.graph.num_owned, conv.add_self_loops)
         out = gat_attention(adj.graph, h_all.view(-1, heads, conv.out_channels), alpha_all,
                             alpha_dst, negative_slope=conv.negative_slope,
