@@ -130,10 +130,14 @@ def time_model(name: str, args, graph, x, y, num_classes: int, halo_rows: int, d
     convs = build_convs(name, iognn.nn, x.size(1), args.hidden, num_classes, args.layers,
                         heads=args.heads)
     model = distribute(LayerStack(convs), graph).to(device)
-    trained = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda"
-                                      else None)
+    # One process trains the plain model (the baseline the speed-ups are over), several through
+    # DistributedDataParallel.
+    trained = model if dist.get_world_size() == 1 else DistributedDataParallel(
+        model, device_ids=[device.index] if device.type == "cuda" else None)
     optimizer = torch.optim.Adam(trained.parameters(), lr=0.01)
     times, sent = [], []
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     for step in range(args.warmup + args.epochs):
         if device.type == "cuda":
             torch.cuda.synchronize(device)
@@ -147,12 +151,14 @@ def time_model(name: str, args, graph, x, y, num_classes: int, halo_rows: int, d
         if step >= args.warmup:
             times.append(time.perf_counter() - start)
             sent.append(graph.plan.bytes_sent - before)
-    median = torch.tensor([statistics.median(times), float(sent[-1])], dtype=torch.float64,
-                          device=device)
+    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
+    median = torch.tensor([statistics.median(times), float(sent[-1]), float(peak)],
+                          dtype=torch.float64, device=device)
     slowest = median.clone()
     dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-    dist.all_reduce(median[1:])
+    dist.all_reduce(median[1:2])
     return {"model": name, "step_ms": 1e3 * float(slowest[0]),
+            "peak_mib_per_rank": float(slowest[2]) / 2**20,
             "bytes_per_step": int(median[1]),
             "bytes_expected": exchanged_bytes_per_step(model, halo_rows)}
 
@@ -251,6 +257,7 @@ def minibatch_rows(args, counts: List[int]) -> List[dict]:
             out = os.path.join(folder, f"minibatch{n}.json")
             torchrun(n, ["-m", "iognn", "train", "--loader", "neighbor", "--model", "sage",
                          "--dataset", args.minibatch_dataset, "--device", args.device,
+                         "--hidden", "256",
                          "--epochs", "2", "--no-progress", "--json", out], args.dist_timeout)
             with open(out) as f:
                 result = json.load(f)["results"][0]
@@ -262,18 +269,20 @@ def minibatch_rows(args, counts: List[int]) -> List[dict]:
 def format_rows(rows: List[dict]) -> str:
     from ..train import text_table
     header = ("graph", "model", "procs", "step ms", "speed-up", "edge cut", "halo rows",
-              "MiB moved/step", "= halo x row bytes")
+              "MiB moved/step", "= halo x row bytes", "peak MiB/rank")
     table = [(r["graph"], r["model"], str(r["processes"]),
               f"{r['step_ms']:.2f}" if "step_ms" in r else f"{1e3 * r['epoch_s']:.1f}",
               f"{r['speedup']:.2f}x" if r.get("speedup") else "-",
               f"{r['edge_cut']:,}" if "edge_cut" in r else "-",
               f"{r['halo_rows']:,}" if "halo_rows" in r else "-",
               f"{r['bytes_per_step'] / 2**20:.2f}" if "bytes_per_step" in r else "-",
-              ("yes" if r["bytes_match"] else "NO") if "bytes_match" in r else "-")
+              ("yes" if r["bytes_match"] else "NO") if "bytes_match" in r else "-",
+              f"{r['peak_mib_per_rank']:,.0f}" if r.get("peak_mib_per_rank") else "-")
              for r in rows]
     return text_table(header, table, [
-        "step ms: full-graph training step (forward + backward + all-reduce + Adam), median, "
-        "slowest rank; minibatch rows: the epoch in ms",
+        "step ms: full-graph training step (forward + backward + DDP's all-reduce + Adam; one "
+        "process: the plain model), median, slowest rank; minibatch rows: the epoch in ms",
+        "peak MiB/rank: CUDA memory high-water mark of the steps, the largest rank's",
         "MiB moved/step: bytes sent by all ranks' halo exchanges per step (forward + backward)"])
 
 
