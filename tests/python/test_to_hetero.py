@@ -98,7 +98,7 @@ def pair(graph: str, group: str, lib=inn, build=model, **kwargs):
 def run(net, x, edges):
     x = {k: v.clone().requires_grad_() for k, v in x.items()}
     out = net(x, edges)
-    loss = sum((v * torch.arange(v.numel(), dtype=v.dtype).view_as(v)).sum()
+    loss = sum((v * torch.arange(v.numel(), dtype=v.dtype, device=v.device).view_as(v)).sum()
                for v in out.values() if v is not None)
     net.zero_grad(set_to_none=True)
     loss.backward()

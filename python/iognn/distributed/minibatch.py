@@ -192,6 +192,9 @@ def train_minibatch_model(args) -> Tuple[dict, torch.nn.Module]:
     (peak_mib,) = _all_reduce([memory.mib], dist.ReduceOp.MAX, device)
     report = run.report([log.result(IMPLEMENTATION, peak_mib)],
                         memory.method + ", the largest over the ranks", DDP_TIME_NOTE)
+    # Each rank has its own GPU (cuda:<local rank>): the report, the same on every rank, names
+    # the device type.
+    report["config"].update(device=device.type, graph_device=run.graph_device.type)
     report.update(world_size=world_size, batches_per_rank=batches_per_rank,
                   epoch_times_s=[t.epoch_s for t in log.epochs])
     return report, stack
