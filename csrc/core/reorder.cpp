@@ -1,8 +1,9 @@
-// Reverse Cuthill-McKee and bandwidth (see reorder.h for the contract).
+// Reverse Cuthill-McKee, degree sort, BFS, part order and bandwidth (see reorder.h for the contract).
 #include "core/reorder.h"
 
 #include <algorithm>
 #include <cstdlib>
+#include <numeric>
 #include <vector>
 
 #include "core/error.h"
@@ -47,13 +48,17 @@ int64_t edge_graph(const EdgeIndexView& edges, int64_t k, int64_t num_nodes,
   return g;
 }
 
+// The order in which a search visits a node's neighbours: Cuthill-McKee's increasing (degree, id),
+// or plain BFS's increasing id.
+enum class NeighbourOrder { kDegreeThenId, kId };
+
 // The undirected view of the edges: for each node its distinct neighbours other than itself, in
-// the order Cuthill-McKee visits them, increasing (degree, id).
+// the order the search visits them.
 template <typename index_t>
 class UndirectedAdjacency {
  public:
   UndirectedAdjacency(const EdgeIndexView& edges, int64_t num_nodes,
-                      const std::vector<int64_t>& ptr)
+                      const std::vector<int64_t>& ptr, NeighbourOrder order)
       : begin_(num_nodes + 1, 0), degree_(num_nodes, 0) {
     for (int64_t k = 0; k < edges.num_edges; ++k) {
       edge_graph(edges, k, num_nodes, ptr);
@@ -79,6 +84,7 @@ class UndirectedAdjacency {
         degree_[size_t(v)] = index_t(std::unique(first, neighbours_.data() + begin_[v + 1]) - first);
       }
     });
+    if (order == NeighbourOrder::kId) return;
     parallel_for(0, num_nodes, kRowsPerTask, [&](int64_t lo, int64_t hi) {
       for (int64_t v = lo; v < hi; ++v)
         std::sort(neighbours_.data() + begin_[v], neighbours_.data() + begin_[v] + degree_[size_t(v)],
@@ -193,13 +199,84 @@ class GraphOrderer {
   int64_t bfs_count_ = 0;
 };
 
+// Breadth-first order of the nodes [lo, hi) of one graph into perm[lo, hi): components from their
+// smallest id, neighbours in the adjacency's order (by id). Marks the graph's nodes in `placed`.
+template <typename index_t>
+void breadth_first(const UndirectedAdjacency<index_t>& adjacency, int64_t lo, int64_t hi,
+                   std::vector<uint8_t>& placed, index_t* perm) {
+  // perm[lo, hi) is the queue: a node's position is the order in which it was reached.
+  int64_t tail = lo;
+  for (int64_t v = lo; v < hi; ++v) {
+    if (placed[size_t(v)]) continue;
+    placed[size_t(v)] = 1;
+    perm[tail++] = index_t(v);
+    for (int64_t head = tail - 1; head < tail; ++head) {
+      const index_t u = perm[head];
+      for (const index_t* w = adjacency.neighbours_begin(u); w != adjacency.neighbours_end(u); ++w) {
+        if (placed[size_t(*w)]) continue;
+        placed[size_t(*w)] = 1;
+        perm[tail++] = *w;
+      }
+    }
+  }
+}
+
 }  // namespace
+
+template <typename index_t>
+void degree_order(const EdgeIndexView& edges, int64_t num_nodes, const int64_t* graph_ptr,
+                  int64_t num_graphs, index_t* perm) {
+  const std::vector<int64_t> ptr = checked_graph_ptr(graph_ptr, num_graphs, num_nodes);
+  std::vector<int64_t> degree(size_t(num_nodes), 0);
+  for (int64_t k = 0; k < edges.num_edges; ++k) {
+    edge_graph(edges, k, num_nodes, ptr);
+    ++degree[size_t(edges.src(k))];
+    ++degree[size_t(edges.dst(k))];
+  }
+  parallel_for(0, int64_t(ptr.size()) - 1, kGraphsPerTask, [&](int64_t lo, int64_t hi) {
+    for (int64_t g = lo; g < hi; ++g) {
+      index_t* first = perm + ptr[g];
+      std::iota(first, perm + ptr[g + 1], index_t(ptr[g]));
+      // (degree, id) is a total order, so an unstable sort is deterministic.
+      std::sort(first, perm + ptr[g + 1], [&degree](index_t a, index_t b) {
+        const int64_t da = degree[size_t(a)], db = degree[size_t(b)];
+        return da != db ? da > db : a < b;
+      });
+    }
+  });
+}
+
+template <typename index_t>
+void breadth_first_order(const EdgeIndexView& edges, int64_t num_nodes, const int64_t* graph_ptr,
+                         int64_t num_graphs, index_t* perm) {
+  const std::vector<int64_t> ptr = checked_graph_ptr(graph_ptr, num_graphs, num_nodes);
+  const UndirectedAdjacency<index_t> adjacency(edges, num_nodes, ptr, NeighbourOrder::kId);
+  std::vector<uint8_t> placed(size_t(num_nodes), 0);
+  parallel_for(0, int64_t(ptr.size()) - 1, kGraphsPerTask, [&](int64_t lo, int64_t hi) {
+    for (int64_t g = lo; g < hi; ++g) breadth_first(adjacency, ptr[g], ptr[g + 1], placed, perm);
+  });
+}
+
+void part_order(const int64_t* parts, int64_t num_nodes, int64_t num_parts, int64_t* perm) {
+  IOGNN_CHECK(num_nodes >= 0, ValueError, "num_nodes must be >= 0, got ", num_nodes);
+  IOGNN_CHECK(num_parts >= 1, ValueError, "num_parts must be >= 1, got ", num_parts);
+  // A counting sort: part sizes, their offsets, then each node at its part's next slot.
+  std::vector<int64_t> offset(size_t(num_parts) + 1, 0);
+  for (int64_t v = 0; v < num_nodes; ++v) {
+    IOGNN_CHECK(parts[v] >= 0 && parts[v] < num_parts, ValueError, "parts[", v, "] = ", parts[v],
+                " is outside [0, num_parts = ", num_parts, ")");
+    ++offset[size_t(parts[v]) + 1];
+  }
+  std::partial_sum(offset.begin(), offset.end(), offset.begin());
+  for (int64_t v = 0; v < num_nodes; ++v) perm[offset[size_t(parts[v])]++] = v;
+}
 
 template <typename index_t>
 void reverse_cuthill_mckee(const EdgeIndexView& edges, int64_t num_nodes,
                            const int64_t* graph_ptr, int64_t num_graphs, index_t* perm) {
   const std::vector<int64_t> ptr = checked_graph_ptr(graph_ptr, num_graphs, num_nodes);
-  const UndirectedAdjacency<index_t> adjacency(edges, num_nodes, ptr);
+  const UndirectedAdjacency<index_t> adjacency(edges, num_nodes, ptr,
+                                               NeighbourOrder::kDegreeThenId);
   std::vector<int64_t> stamp(size_t(num_nodes), 0);
   std::vector<uint8_t> placed(size_t(num_nodes), 0);
   parallel_for(0, int64_t(ptr.size()) - 1, kGraphsPerTask, [&](int64_t lo, int64_t hi) {
@@ -229,6 +306,9 @@ void graph_bandwidths(const EdgeIndexView& edges, int64_t num_nodes, const index
 }
 
 #define IOGNN_INSTANTIATE_REORDER(I)                                                          \
+  template void degree_order<I>(const EdgeIndexView&, int64_t, const int64_t*, int64_t, I*);  \
+  template void breadth_first_order<I>(const EdgeIndexView&, int64_t, const int64_t*, int64_t, \
+                                       I*);                                                   \
   template void reverse_cuthill_mckee<I>(const EdgeIndexView&, int64_t, const int64_t*,       \
                                          int64_t, I*);                                        \
   template void graph_bandwidths<I>(const EdgeIndexView&, int64_t, const I*, const int64_t*, \
