@@ -1,6 +1,6 @@
 // Reverse Cuthill-McKee and graph bandwidths (core/reorder.h): permutation validity, known orders,
 // bandwidth on shuffled paths, grids and trees, batches, degenerate graphs, both index types and
-// the errors.
+// the errors; the degree sort, BFS and part order on known cases.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -244,6 +244,52 @@ TEST(Rcm, Errors) {
   const std::vector<int64_t> twice = {0, 0, 1}, outside = {0, 1, 5};
   expect_error<ValueError>([&] { bandwidth({}, 3, &twice); }, "perm[1] = 0 appears twice");
   expect_error<ValueError>([&] { bandwidth({}, 3, &outside); }, "perm[2] = 5 is out of range");
+}
+
+// The degree sort or BFS order (`order`: degree_order or breadth_first_order) of the edges.
+template <typename index_t = int64_t>
+std::vector<index_t> other_order(void (*order)(const EdgeIndexView&, int64_t, const int64_t*,
+                                               int64_t, index_t*),
+                                 const Edges& edges, int64_t n, const std::vector<int64_t>& ptr = {}) {
+  std::vector<index_t> perm(size_t(n), index_t(-1));
+  order(EdgeIndex<index_t>(edges).view(), n, ptr.empty() ? nullptr : ptr.data(),
+        int64_t(ptr.size()) - 1, perm.data());
+  return perm;
+}
+
+TEST(DegreeOrder, KnownOrdersAndBatch) {
+  // Degrees 2, 3, 1, 3 (the self-loop counts twice), 1, 0; ties by id.
+  const Edges edges = {{0, 1}, {1, 2}, {1, 3}, {3, 3}, {4, 0}};
+  EXPECT_EQ(other_order(degree_order<int64_t>, edges, 6), (std::vector<int64_t>{1, 3, 0, 2, 4, 5}));
+  EXPECT_EQ(other_order(degree_order<int32_t>, edges, 6), (std::vector<int32_t>{1, 3, 0, 2, 4, 5}));
+  // Two graphs {0, 1, 2} and {3, 4}: each sorted within its range.
+  EXPECT_EQ(other_order(degree_order<int64_t>, {{2, 0}, {2, 1}, {4, 3}, {4, 4}}, 5, {0, 3, 5}),
+            (std::vector<int64_t>{2, 0, 1, 4, 3}));
+  EXPECT_TRUE(other_order(degree_order<int64_t>, {}, 0).empty());
+}
+
+TEST(BreadthFirstOrder, KnownOrdersAndBatch) {
+  EXPECT_EQ(other_order(breadth_first_order<int64_t>, {{0, 1}, {1, 2}, {1, 3}, {3, 3}, {4, 0}}, 6),
+            (std::vector<int64_t>{0, 1, 4, 2, 3, 5}));
+  // Components by smallest id, direction and duplicates ignored.
+  EXPECT_EQ(other_order(breadth_first_order<int32_t>, {{2, 0}, {3, 1}, {0, 2}}, 5),
+            (std::vector<int32_t>{0, 2, 1, 3, 4}));
+  EXPECT_EQ(other_order(breadth_first_order<int64_t>, {{2, 1}, {0, 2}, {4, 3}}, 5, {0, 3, 5}),
+            (std::vector<int64_t>{0, 2, 1, 3, 4}));
+  const auto run = [] { other_order(breadth_first_order<int64_t>, {{0, 2}}, 3, {0, 2, 3}); };
+  expect_error<ValueError>(run, "edge_index: edge 0 joins node 0");
+}
+
+TEST(PartOrder, GroupsByPartThenId) {
+  const std::vector<int64_t> parts = {1, 0, 2, 0, 1};
+  std::vector<int64_t> perm(parts.size(), -1);
+  part_order(parts.data(), 5, 3, perm.data());
+  EXPECT_EQ(perm, (std::vector<int64_t>{1, 3, 0, 4, 2}));
+  const std::vector<int64_t> outside = {0, 3};
+  expect_error<ValueError>([&] { part_order(outside.data(), 2, 3, perm.data()); },
+                           "parts[1] = 3 is outside [0, num_parts = 3)");
+  expect_error<ValueError>([&] { part_order(parts.data(), 5, 0, perm.data()); },
+                           "num_parts must be >= 1");
 }
 
 }  // namespace
