@@ -36,22 +36,24 @@ def make_graph(num_nodes: int = 40, num_edges: int = 160, features: int = 6):
     return edge_index, torch.randn(num_nodes, features, generator=g)
 
 
-def make_model(name: str, features: int):
+def make_model(name: str, features: int, hidden: int = 8, classes: int = 3):
     torch.manual_seed(0)
-    return build_model(name, iognn.nn, features, 8, 3, heads=2, dropout=0.0)
+    return build_model(name, iognn.nn, features, hidden, classes, heads=2, dropout=0.0)
 
 
-def layers_rank(rank, world, edge_index, x, grad_out, backend):
+def layers_rank(rank, world, edge_index, x, grad_out, backend, models, hidden):
     """Per method and model: this rank's owned ids, output rows and (unreduced) parameter
-    gradients of ``(out * grad_out[owned]).sum()``, and the bytes its exchanges moved."""
+    gradients of ``(out * grad_out[owned]).sum()``, the bytes its exchanges moved and the
+    partition's halo rows."""
     device = rank_device(backend, rank)
     results = {}
     for method in METHODS:
         part = partition(edge_index, world, method, num_nodes=x.size(0), seed=0)
         local = part.local(rank)
         graph = DistributedGraph(local, device)
-        for name in MODELS:
-            model = distribute(make_model(name, x.size(1)), graph).to(device)
+        for name in models:
+            model = distribute(make_model(name, x.size(1), hidden, grad_out.size(1)),
+                               graph).to(device)
             with torch.no_grad():  # GCN's first call also exchanges the degrees, once
                 model(local.take(x).to(device), graph.edge_index)
             sent = graph.plan.bytes_sent
@@ -60,17 +62,21 @@ def layers_rank(rank, world, edge_index, x, grad_out, backend):
             results[method, name] = dict(
                 owned=local.owned_nodes, out=out.detach(),
                 grads={k: p.grad for k, p in model.named_parameters()},
-                sent=graph.plan.bytes_sent - sent,
+                sent=graph.plan.bytes_sent - sent, halo_rows=part.halo_rows,
                 expected=exchanged_bytes_per_step(model, part.halo_rows))
     return results
 
 
-def check_layers(world: int, backend: str):
-    edge_index, x = make_graph()
-    grad_out = torch.randn(x.size(0), 3, generator=torch.Generator().manual_seed(3))
-    ranks = run_ranks(layers_rank, world, edge_index, x, grad_out, backend, backend=backend)
-    for name in MODELS:
-        model = make_model(name, x.size(1))
+def check_layers(world: int, backend: str, models=MODELS, widths=(6, 8, 3)):
+    """The partitioned models of ``widths`` (input, hidden, output) against one process; returns
+    the ranks' results."""
+    features, hidden, classes = widths
+    edge_index, x = make_graph(features=features)
+    grad_out = torch.randn(x.size(0), classes, generator=torch.Generator().manual_seed(3))
+    ranks = run_ranks(layers_rank, world, edge_index, x, grad_out, backend, models, hidden,
+                      backend=backend)
+    for name in models:
+        model = make_model(name, x.size(1), hidden, classes)
         out = model(x, edge_index)
         (out * grad_out).sum().backward()
         for method in METHODS:
@@ -83,11 +89,23 @@ def check_layers(world: int, backend: str):
                 torch.testing.assert_close(total, p.grad, msg=f"{name} {method} {key}")
             # the bytes measured by the plans are the cut's halo rows times the rows' bytes
             assert sum(r["sent"] for r in got) == got[0]["expected"] > 0
+    return ranks
 
 
 @pytest.mark.parametrize("world, backend", WORLDS_AND_BACKENDS)
 def test_layers_match_one_process(world, backend):
     check_layers(world, backend)
+
+
+def test_the_narrower_rows_are_exchanged():
+    """8 -> 16 -> 4: GCN's and SAGE's first layer exchanges x (8 wide, no gradient back, as the
+    input needs none), the second its projection (4 wide, gradients back), not the 16-wide
+    rows; results still equal one process."""
+    ranks = check_layers(2, "gloo", ("gcn", "sage"), widths=(8, 16, 4))
+    for method in METHODS:
+        for name in ("gcn", "sage"):
+            got = ranks[0][method, name]
+            assert got["expected"] == got["halo_rows"] * 4 * (8 + 2 * 4)
 
 
 def test_one_part_is_the_one_process_model():

@@ -5,12 +5,17 @@ A rank's local graph has its owned nodes as destinations and owned + halo nodes 
 wraps an iognn layer, exchanges what the layer reads from its halo sources and runs the layer's own
 computation on the local graph, so the owned rows equal the one-process layer's rows:
 
-- GCNConv: exchanges ``lin(x)`` (the projected rows) and normalises with the **global** degrees
-  (the owners' degrees of the halo sources, exchanged once: only the owner sees a node's in-edges,
-  self-loops included, which GCN's degree counts once);
+- GCNConv: exchanges the narrower of ``x`` and ``lin(x)`` (GCN is linear, ``A (X W) = (A X) W``:
+  when ``x`` is narrower it is aggregated over the local graph and the owned rows projected
+  after) and normalises with the **global** degrees (the owners' degrees of the halo sources,
+  exchanged once: only the owner sees a node's in-edges, self-loops included, which GCN's degree
+  counts once);
 - GATConv: exchanges the projected source features and their attention logits (``H * C + H``
   values per row), never edge tensors; the destination side stays local;
-- any layer that takes a ``(x_src, x_dst)`` pair (SAGEConv, GraphConv, GINConv, GATv2Conv,
+- SAGEConv with a sum or mean aggregation and no ``project``, when its output is narrower than
+  its input: exchanges ``x W_l`` (``mean(x_j) W_l = mean(x_j W_l)``), aggregates it and adds
+  ``lin_l``'s bias and ``lin_r(x)`` on the owned rows;
+- any other layer that takes a ``(x_src, x_dst)`` pair (SAGEConv, GraphConv, GINConv, GATv2Conv,
   TransformerConv, ...): exchanges ``x`` and runs on ``((x_all, x_owned), graph)``.
 
 ``distribute(model, graph)`` wraps every iognn layer of a model in place; the model then runs as
@@ -33,7 +38,10 @@ from ..nn.conv._attention import check_static
 from ..nn.conv._common import MessagePassingModule, aggregate_weighted
 from ..nn.conv.gat_conv import GATConv
 from ..nn.conv.gcn_conv import GCNConv
+from ..nn._amp import like
 from ..nn._graph import cached_on, structural_adjacency
+from ..nn.aggr import MeanAggregation, SumAggregation
+from ..nn.conv.sage_conv import SAGEConv
 from ..ops._checks import acc_dtype
 from ..ops.attention import gat_attention
 from ..ops.propagate import propagate
@@ -144,15 +152,43 @@ class HaloConv(torch.nn.Module):
             return self._gcn(x)
         if isinstance(self.conv, GATConv):
             return self._gat(x)
+        if isinstance(self.conv, SAGEConv) and self._sage_projects_first(x):
+            return self._sage_projected(x)
         return self.conv((self._exchange(x), x), self.graph.graph)
 
     def _gcn(self, x: Tensor) -> Tensor:
         conv = self.conv
-        h = self._exchange(conv.lin(x))
-        if not conv.normalize:
-            return aggregate_weighted(conv.aggr_module, self.graph.graph, h, None, conv.bias, 0)
-        graph, weight = self.graph.gcn_weights(conv.add_self_loops, acc_dtype(x.dtype))
-        return aggregate_weighted(conv.aggr_module, graph, h, weight, conv.bias, 0)
+        # a weighted sum or mean is linear, so the narrower of x and lin(x) crosses the ranks
+        aggregate_first = (_is_linear(conv.aggr_module) and x.dim() == 2
+                           and x.size(1) < conv.out_channels)
+        rows = self._exchange(x if aggregate_first else conv.lin(x))
+        graph, weight = self.graph.graph, None
+        if conv.normalize:
+            graph, weight = self.graph.gcn_weights(conv.add_self_loops, acc_dtype(x.dtype))
+        if not aggregate_first:
+            return aggregate_weighted(conv.aggr_module, graph, rows, weight, conv.bias, 0)
+        out = conv.lin(aggregate_weighted(conv.aggr_module, graph, rows, weight, None, 0))
+        return out if conv.bias is None else out + like(conv.bias, out)
+
+    def _sage_projects_first(self, x: Tensor) -> bool:
+        """Whether SAGEConv's ``lin_l`` may run before the aggregation (a sum or mean of the
+        sources, no ``project`` MLP, a materialised weight) and gives narrower rows than x."""
+        conv = self.conv
+        weight = conv.lin_l.weight
+        return (_is_linear(conv.aggr_module) and not conv.project and x.dim() == 2
+                and not isinstance(weight, torch.nn.parameter.UninitializedParameter)
+                and weight.size(0) < x.size(1))
+
+    def _sage_projected(self, x: Tensor) -> Tensor:
+        """SAGEConv as ``aggr(x_j W_l) + b_l + lin_r(x_i)``: the exchange moves ``x W_l``
+        (``lin_l``'s forward hooks, if any, do not run on this path)."""
+        conv = self.conv
+        rows = self._exchange(F.linear(x, conv.lin_l.weight))
+        out = aggregate_weighted(conv.aggr_module, self.graph.graph, rows, None,
+                                 conv.lin_l.bias, 0)
+        if conv.root_weight:
+            out = out + conv.lin_r(x)
+        return F.normalize(out, p=2.0, dim=-1) if conv.normalize else out
 
     def _gat(self, x: Tensor) -> Tensor:
         conv = self.conv
@@ -176,6 +212,11 @@ class HaloConv(torch.nn.Module):
 
     def extra_repr(self) -> str:
         return f"rank={self.graph.plan.rank}, world_size={self.graph.plan.world_size}"
+
+
+def _is_linear(aggr_module) -> bool:
+    """Whether an aggregation commutes with a projection of its messages (sum, mean)."""
+    return type(aggr_module) in (SumAggregation, MeanAggregation)
 
 
 def distribute(model: torch.nn.Module, graph: DistributedGraph) -> torch.nn.Module:
