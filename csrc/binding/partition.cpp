@@ -1,9 +1,11 @@
 // Graph partitioning ops (core: core/partition.h), host tensors only: the Python wrapper
 // (iognn.distributed.partition) brings device inputs to the host, since a partition is computed
 // once per graph.
-//   partition_layout(edge_index, parts, num_parts) -> Tensor[]: kLayoutTensors int64 tensors per
-//       part, in the order of LayoutTensor below, then one int64 [2] = (edge_cut, fingerprint).
-//       parts: int64 [num_nodes].
+//   partition_layout(edge_index, parts, num_parts, ranks=None) -> Tensor[]: kLayoutTensors int64
+//       tensors per part of `ranks` (default: every part), in the order given, each in the order
+//       of LayoutTensor below; then every part's sizes, int64 [num_parts, kSizeColumns] (SizeColumn
+//       below); then one int64 [2] = (edge_cut, fingerprint). parts: int64 [num_nodes]. A rank
+//       that builds only its own layout holds its edges, not every part's.
 //   random_partition(num_nodes, num_parts, seed) -> int64 [num_nodes]
 //   metis_partition(edge_index, num_nodes, num_parts, seed) -> int64 [num_nodes] (libmetis builds)
 //   metis_graph(edge_index, num_nodes) -> (xadj, adjncy): the symmetrised simple graph METIS reads,
@@ -33,13 +35,16 @@ constexpr const char* kMetisGraph = "iognn::metis_graph";
 // counts [3, P] (send_counts, recv_counts, then num_interior in counts[2][0]; the rest 0).
 enum LayoutTensor { kOwned, kHalo, kEdgeIndex, kEdgeIds, kInDegree, kSendIndex, kCounts,
                     kLayoutTensors };
+// Per part, the sizes the statistics need without the layouts.
+enum SizeColumn { kSizeOwned, kSizeInterior, kSizeHalo, kSizeEdges, kSizeColumns };
 
 void check_host(const at::Tensor& t, const char* op, const char* name) {
   TORCH_CHECK_VALUE(t.device().is_cpu(), op, ": ", name, " must be on the CPU, got ", t.device());
 }
 
 std::vector<at::Tensor> partition_layout_cpu(const at::Tensor& edge_index, const at::Tensor& parts,
-                                             int64_t num_parts) {
+                                             int64_t num_parts,
+                                             at::OptionalIntArrayRef ranks) {
   check_edge_index(edge_index, kPartitionLayout);
   check_host(edge_index, kPartitionLayout, "edge_index");
   check_index_vector(parts, kPartitionLayout, "parts");
@@ -49,10 +54,20 @@ std::vector<at::Tensor> partition_layout_cpu(const at::Tensor& edge_index, const
     return PartitionLayout(edge_index_view(edge_index), parts.numel(), cptr<int64_t>(parts),
                            num_parts);
   });
+  std::vector<int64_t> built;
+  if (ranks.has_value()) {
+    for (int64_t r : *ranks) {
+      TORCH_CHECK_VALUE(r >= 0 && r < num_parts, kPartitionLayout, ": ranks must be in [0, ",
+                        "num_parts = ", num_parts, "), got ", r);
+      built.push_back(r);
+    }
+  } else {
+    for (int64_t r = 0; r < num_parts; ++r) built.push_back(r);
+  }
   const auto options = edge_index.options().dtype(at::kLong);
   std::vector<at::Tensor> out;
   std::vector<PartArrays> arrays;
-  for (int64_t r = 0; r < num_parts; ++r) {
+  for (int64_t r : built) {
     const PartSizes& s = layout.sizes(r);
     at::Tensor t[kLayoutTensors] = {
         at::empty({s.num_owned}, options),          at::empty({s.num_halo}, options),
@@ -68,10 +83,21 @@ std::vector<at::Tensor> partition_layout_cpu(const at::Tensor& edge_index, const
     out.insert(out.end(), t, t + kLayoutTensors);
   }
   translate_errors([&] {
-    parallel_for(0, num_parts, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t r = lo; r < hi; ++r) layout.fill(r, arrays[size_t(r)]);
+    parallel_for(0, int64_t(built.size()), 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) layout.fill(built[size_t(i)], arrays[size_t(i)]);
     });
   });
+  at::Tensor sizes = at::empty({num_parts, kSizeColumns}, options);
+  int64_t* size_rows = ptr<int64_t>(sizes);
+  for (int64_t r = 0; r < num_parts; ++r) {
+    const PartSizes& s = layout.sizes(r);
+    int64_t* row = size_rows + r * kSizeColumns;
+    row[kSizeOwned] = s.num_owned;
+    row[kSizeInterior] = s.num_interior;
+    row[kSizeHalo] = s.num_halo;
+    row[kSizeEdges] = s.num_edges;
+  }
+  out.push_back(sizes);
   const uint64_t fingerprint = layout.fingerprint();
   int64_t signed_fingerprint;
   std::memcpy(&signed_fingerprint, &fingerprint, sizeof fingerprint);
@@ -114,7 +140,8 @@ std::tuple<at::Tensor, at::Tensor> metis_graph_cpu(const at::Tensor& edge_index,
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(iognn, m) {
-  m.def("partition_layout(Tensor edge_index, Tensor parts, int num_parts) -> Tensor[]");
+  m.def("partition_layout(Tensor edge_index, Tensor parts, int num_parts, int[]? ranks=None) "
+        "-> Tensor[]");
   m.def("metis_partition(Tensor edge_index, int num_nodes, int num_parts, int seed) -> Tensor");
   m.def("metis_graph(Tensor edge_index, int num_nodes) -> (Tensor, Tensor)");
   // No tensor argument, so no dispatch key: one kernel for every backend.

@@ -4,6 +4,7 @@ the layout's definitions recomputed here with plain torch; then inputs, determin
 fingerprint and the errors."""
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import pytest
@@ -123,12 +124,33 @@ def test_layout_matches_the_definitions(graph, method, backend, num_parts):
     if method == "random":
         sizes = torch.bincount(p.parts, minlength=num_parts)
         assert int(sizes.max() - sizes.min()) <= 1
+    check_own_layouts(p, edge_index, num_nodes)
+
+
+def check_own_layouts(p: Partition, edge_index: torch.Tensor, num_nodes: int) -> None:
+    """Each rank's layout built alone (``ranks=[r]``) equals the all-ranks one, with the same
+    statistics, cut and fingerprint."""
+    sized = ("edge_cut", "halo_rows", "owned", "interior", "boundary", "halo", "edges",
+             "fingerprint")
+    for r in range(p.num_parts):
+        own = partition(edge_index, p.num_parts, num_nodes=num_nodes, parts=p.parts, ranks=[r])
+        assert own.built_ranks == (r,)
+        assert {k: own.stats()[k] for k in sized} == {k: p.stats()[k] for k in sized}
+        mine, reference = own.local(r), p.local(r)
+        for field in dataclasses.fields(LocalGraph):
+            a, b = getattr(mine, field.name), getattr(reference, field.name)
+            assert torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b, field.name
+        for other in range(p.num_parts):
+            if other != r:
+                with pytest.raises(ValueError, match="not built"):
+                    own.local(other)
 
 
 def test_empty_part_and_edgeless_graph():
     parts = torch.tensor([0, 0, 2, 2, 0])
     p = partition(torch.empty(2, 0, dtype=torch.int64), 3, parts=parts)
     check_layout(p, torch.empty(2, 0, dtype=torch.int64), 5)
+    check_own_layouts(p, torch.empty(2, 0, dtype=torch.int64), 5)
     empty = p.local(1)
     assert (empty.num_owned, empty.num_halo, empty.edge_index.shape) == (0, 0, (2, 0))
     assert p.edge_cut == p.halo_rows == 0 and p.local(0).num_interior == 3
@@ -282,3 +304,18 @@ def test_local_rejects_a_bad_rank():
     for rank in (-1, 2, 1.0):
         with pytest.raises(ValueError, match="rank"):
             p.local(rank)
+
+
+@pytest.mark.parametrize("ranks, error", [([2], ValueError), ([-1], ValueError),
+                                          ([0.0], ValueError), (1, TypeError)])
+def test_bad_ranks_raise(ranks, error):
+    with pytest.raises(error, match="ranks"):
+        partition(torch.tensor([[0, 1], [1, 0]]), 2, "random", ranks=ranks)
+
+
+def test_ranks_are_built_once_in_order():
+    edge_index = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]])
+    p = partition(edge_index, 4, "random", ranks=[3, 1, 3])
+    assert p.built_ranks == (1, 3) and p.local(3).rank == 3
+    none = partition(edge_index, 4, "random", ranks=())
+    assert none.built_ranks == () and none.halo_rows == p.halo_rows > 0

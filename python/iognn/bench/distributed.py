@@ -93,9 +93,9 @@ def load_graph_data(spec: str):
 
 
 def shared_partition(spec: str, edge_index, num_nodes: int, method: str):
-    """Rank 0's partition, its assignment handed to the other ranks (one METIS run per job;
-    the assignment is cached beside the datasets, so a later job of the same graph, process count
-    and method reuses it)."""
+    """Rank 0's partition, its assignment handed to the other ranks, each of which builds its
+    own layout only (one METIS run per job; the assignment is cached beside the datasets, so a
+    later job of the same graph, process count and method reuses it)."""
     import torch.distributed as dist
 
     from ..datasets import cache_dir
@@ -108,11 +108,12 @@ def shared_partition(spec: str, edge_index, num_nodes: int, method: str):
         if path.exists():
             box[0] = torch.load(path, weights_only=True)
         else:
-            box[0] = partition(edge_index, world, method, num_nodes=num_nodes).parts
+            box[0] = partition(edge_index, world, method, num_nodes=num_nodes, ranks=()).parts
             path.parent.mkdir(parents=True, exist_ok=True)
             torch.save(box[0], path)
     dist.broadcast_object_list(box, src=0)
-    return partition(edge_index, world, "given", num_nodes=num_nodes, parts=box[0])
+    return partition(edge_index, world, "given", num_nodes=num_nodes, parts=box[0],
+                     ranks=[dist.get_rank()])
 
 
 def time_model(name: str, args, graph, x, y, num_classes: int, halo_rows: int, device) -> dict:

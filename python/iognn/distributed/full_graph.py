@@ -55,7 +55,7 @@ class DistributedGraph:
     (its int64 edge list and edge ids would cost 24 bytes an edge there).
 
     Args:
-        local: this rank's :class:`~iognn.distributed.LocalGraph` (``partition(...).local(rank)``).
+        local: this rank's :class:`~iognn.distributed.LocalGraph` (``partition(..., ranks=[rank]).local(rank)``).
         device: where the layers run (default: the local graph's device).
         group: the process group of the exchanges (default: the default group).
 
@@ -285,7 +285,7 @@ def train_full_graph(args) -> dict:
     device = rank_device(args)
     data = load_dataset(args.dataset, args.data_dir)
     num_classes = int(data.y.max()) + 1
-    part = partition(data, world, args.partition, seed=0)
+    part = partition(data, world, args.partition, seed=0, ranks=[rank])  # its own layout only
     ranks_ready(args.dist_timeout)
     check_partitions_agree(part)
     local = part.local(rank)

@@ -3,7 +3,9 @@
 ``partition(data_or_edge_index, num_parts, method)`` assigns every node to a part (a rank) and builds
 each part's :class:`LocalGraph`: the edges whose destination the part owns, renumbered so that a
 rank's rows are ``[interior | boundary | halo]``, plus the plan of the rows it exchanges with the
-other ranks. The work runs on the CPU (C++, ``core/partition.h``), once per graph.
+other ranks. ``ranks=[r]`` builds rank ``r``'s layout only (the statistics still cover every part),
+so a training rank holds its own edges, not every part's. The work runs on the CPU (C++,
+``core/partition.h``), once per graph.
 
 Definitions (edges are ``src -> dst``, PyG's source_to_target flow):
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, Iterable, List, Optional, Union
 
 import torch
 from torch import Tensor
@@ -28,8 +30,8 @@ from ..graph import _as_count, _check_edge_index
 from .metis import check_backend, metis_parts
 
 METHODS = ("metis", "random", "given")
-# The layout op returns this many tensors per part (binding/partition.cpp), then (edge_cut,
-# fingerprint).
+# The layout op returns this many tensors per built part (binding/partition.cpp), then every
+# part's sizes [num_parts, (owned, interior, halo, edges)], then (edge_cut, fingerprint).
 _TENSORS_PER_PART = 7
 _MAX_SEED = 2 ** 31
 
@@ -82,7 +84,8 @@ class LocalGraph:
 
 
 class Partition:
-    """An assignment of nodes to ``num_parts`` ranks and every rank's :class:`LocalGraph`.
+    """An assignment of nodes to ``num_parts`` ranks and the :class:`LocalGraph` of every rank (or
+    of the ranks ``partition(..., ranks=...)`` named: ``built_ranks``).
 
     ``parts`` ``[num_nodes]`` int64 (CPU) gives each node's rank; ``edge_cut`` counts the input
     edges joining two ranks; ``halo_rows`` the rows one exchange moves (the sum of the halos);
@@ -91,29 +94,32 @@ class Partition:
     """
 
     def __init__(self, parts: Tensor, num_parts: int, method: str, backend: Optional[str],
-                 layout: List[Tensor], num_edges: int, seconds: Dict[str, float]):
+                 layout: List[Tensor], built_ranks: List[int], num_edges: int,
+                 seconds: Dict[str, float]):
         self.parts = parts
         self.num_parts = num_parts
         self.num_nodes = parts.numel()
         self.num_edges = num_edges
         self.method = method
         self.backend = backend
+        self.built_ranks = tuple(built_ranks)
         self.edge_cut = int(layout[-1][0])
         self.fingerprint = int(layout[-1][1])
-        self._layout = layout
+        self._parts = {r: layout[i * _TENSORS_PER_PART:(i + 1) * _TENSORS_PER_PART]
+                       for i, r in enumerate(built_ranks)}
+        self._sizes = layout[-2]  # [num_parts, (owned, interior, halo, edges)]
         self._seconds = seconds
-        self._counts = [layout[r * _TENSORS_PER_PART + 6] for r in range(num_parts)]
-        self.halo_rows = sum(self._part(r)[1].numel() for r in range(num_parts))
-
-    def _part(self, rank: int) -> List[Tensor]:
-        return self._layout[rank * _TENSORS_PER_PART:(rank + 1) * _TENSORS_PER_PART]
+        self.halo_rows = int(self._sizes[:, 2].sum())
 
     def local(self, rank: int) -> LocalGraph:
-        """Rank ``rank``'s local graph (CPU tensors)."""
+        """Rank ``rank``'s local graph (CPU tensors); ``rank`` must be one of ``built_ranks``."""
         if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < self.num_parts:
             raise ValueError(f"rank must be an int in [0, num_parts = {self.num_parts}), "
                              f"got {rank!r}")
-        owned, halo, edge_index, edge_ids, in_degree, send_index, counts = self._part(rank)
+        if rank not in self._parts:
+            raise ValueError(f"rank {rank}'s layout was not built (this partition holds ranks "
+                             f"{list(self.built_ranks)}: pass it in partition(..., ranks=...))")
+        owned, halo, edge_index, edge_ids, in_degree, send_index, counts = self._parts[rank]
         return LocalGraph(rank=rank, num_parts=self.num_parts, num_nodes_global=self.num_nodes,
                           fingerprint=self.fingerprint, num_owned=owned.numel(),
                           num_interior=int(counts[2, 0]), num_halo=halo.numel(),
@@ -123,9 +129,7 @@ class Partition:
 
     def stats(self) -> Dict[str, Any]:
         """Sizes per part, the cut, the halo rows, the METIS backend and the time taken."""
-        parts = [self._part(r) for r in range(self.num_parts)]
-        owned = [p[0].numel() for p in parts]
-        interior = [int(c[2, 0]) for c in self._counts]
+        owned, interior, halo, edges = self._sizes.t().tolist()
         return {
             "method": self.method,
             "backend": self.backend,
@@ -138,8 +142,8 @@ class Partition:
             "owned": owned,
             "interior": interior,
             "boundary": [o - i for o, i in zip(owned, interior)],
-            "halo": [p[1].numel() for p in parts],
-            "edges": [p[3].numel() for p in parts],
+            "halo": halo,
+            "edges": edges,
             "fingerprint": self.fingerprint,
             **self._seconds,
         }
@@ -184,9 +188,23 @@ def _check_parts(parts: Any, num_nodes: int) -> Tensor:
     return parts.to("cpu", torch.int64).contiguous()
 
 
+def _check_ranks(ranks: Optional[Iterable[int]], num_parts: int) -> List[int]:
+    """The ranks to build, ascending and distinct (None: all)."""
+    if ranks is None:
+        return list(range(num_parts))
+    if isinstance(ranks, (int, Tensor)):
+        raise TypeError(f"ranks must be an iterable of ints (e.g. [rank]), got "
+                        f"{type(ranks).__name__}")
+    ranks = list(ranks)
+    for r in ranks:
+        if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < num_parts:
+            raise ValueError(f"ranks must be ints in [0, num_parts = {num_parts}), got {r!r}")
+    return sorted(set(ranks))
+
+
 def partition(data_or_edge_index: Any, num_parts: int, method: Optional[str] = "metis", *,
               num_nodes: Optional[int] = None, seed: int = 0, parts: Optional[Tensor] = None,
-              backend: str = "auto") -> Partition:
+              backend: str = "auto", ranks: Optional[Iterable[int]] = None) -> Partition:
     """Partitions a graph over ``num_parts`` ranks.
 
     Args:
@@ -203,6 +221,9 @@ def partition(data_or_edge_index: Any, num_parts: int, method: Optional[str] = "
             be left empty.
         backend: METIS backend, ``"auto"`` (libmetis when the build has it, else pymetis),
             ``"libmetis"`` or ``"pymetis"``.
+        ranks: the ranks whose :class:`LocalGraph` to build (default: all); a training rank
+            passes ``[rank]`` to hold its own edges only. The statistics cover every part either
+            way.
     """
     start = time.perf_counter()
     edge_index, num_nodes = _graph_input(data_or_edge_index, num_nodes, parts)
@@ -213,6 +234,7 @@ def partition(data_or_edge_index: Any, num_parts: int, method: Optional[str] = "
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < _MAX_SEED:
         raise ValueError(f"seed must be an int in [0, 2**31), got {seed!r}")
     check_backend(backend)
+    built = _check_ranks(ranks, num_parts)
     backend_ran = None
     if parts is not None:
         if method not in (None, "given", "metis"):
@@ -228,8 +250,9 @@ def partition(data_or_edge_index: Any, num_parts: int, method: Optional[str] = "
         raise ValueError(f"method must be one of 'metis', 'random' (or parts= for a given "
                          f"assignment), got {method!r}")
     assigned = time.perf_counter()
-    layout = torch.ops.iognn.partition_layout(edge_index, parts, num_parts)
+    layout = torch.ops.iognn.partition_layout(edge_index, parts, num_parts, built)
     done = time.perf_counter()
     seconds = {"assign_seconds": assigned - start, "layout_seconds": done - assigned,
                "seconds": done - start}
-    return Partition(parts, num_parts, method, backend_ran, layout, edge_index.size(1), seconds)
+    return Partition(parts, num_parts, method, backend_ran, layout, built, edge_index.size(1),
+                     seconds)
