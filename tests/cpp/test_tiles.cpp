@@ -1,0 +1,157 @@
+// The tile layout (core/tiles.h) against a direct reference: windows of 16 rows, condensed
+// columns in tiles of 8, bitmaps, distinct pair counts; both index types and the errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tiles.h"
+#include "expect_error.h"
+
+namespace iognn::test {
+namespace {
+
+// A CSR by destination; rows are given as lists of sources (duplicates allowed).
+template <typename index_t>
+struct Csr {
+  explicit Csr(const std::vector<std::vector<int64_t>>& rows) : rowptr{0} {
+    for (const auto& sources : rows) {
+      for (int64_t s : sources) col.push_back(index_t(s));
+      rowptr.push_back(index_t(col.size()));
+    }
+  }
+  int64_t num_dst() const { return int64_t(rowptr.size()) - 1; }
+  std::vector<index_t> rowptr, col;
+};
+
+template <typename index_t>
+struct Tiles {
+  std::vector<int64_t> window_ptr;
+  std::vector<index_t> cols;
+  std::vector<uint32_t> bitmap;
+  int64_t pairs = 0;
+};
+
+template <typename index_t>
+Tiles<index_t> build(const Csr<index_t>& csr, int64_t num_src) {
+  Tiles<index_t> t;
+  t.window_ptr.assign(size_t(num_tile_windows(csr.num_dst()) + 1), -1);
+  count_tiles<index_t>(csr.rowptr.data(), csr.col.data(), csr.num_dst(), num_src,
+                       int64_t(csr.col.size()), t.window_ptr.data());
+  const int64_t num_tiles = t.window_ptr.back();
+  t.cols.assign(size_t(num_tiles * kTileCols), index_t(-7));
+  t.bitmap.assign(size_t(num_tiles * kTileWords), 0xdeadbeefu);
+  t.pairs = fill_tiles<index_t>(csr.rowptr.data(), csr.col.data(), csr.num_dst(),
+                                t.window_ptr.data(), t.cols.data(), t.bitmap.data());
+  return t;
+}
+
+bool bit(const Tiles<int64_t>& t, int64_t tile, int64_t r, int64_t c) {
+  const int64_t b = r * kTileCols + c;
+  return (t.bitmap[size_t(tile * kTileWords + b / 32)] >> (b % 32)) & 1u;
+}
+
+// Every window's columns are its sorted distinct sources (then -1), every bit is set exactly for
+// the pairs of the CSR, and the pair count is the number of distinct pairs.
+void expect_matches_reference(const std::vector<std::vector<int64_t>>& rows, int64_t num_src) {
+  const Csr<int64_t> csr(rows);
+  const Tiles<int64_t> t = build(csr, num_src);
+  std::set<std::pair<int64_t, int64_t>> pairs;
+  const int64_t num_windows = num_tile_windows(csr.num_dst());
+  ASSERT_EQ(t.window_ptr.front(), 0);
+  for (int64_t w = 0; w < num_windows; ++w) {
+    std::set<int64_t> window_cols;
+    const int64_t end_row = std::min<int64_t>((w + 1) * kTileRows, csr.num_dst());
+    for (int64_t r = w * kTileRows; r < end_row; ++r)
+      for (int64_t s : rows[size_t(r)]) {
+        window_cols.insert(s);
+        pairs.insert({r, s});
+      }
+    std::vector<int64_t> want(window_cols.begin(), window_cols.end());
+    const int64_t tiles = (int64_t(want.size()) + kTileCols - 1) / kTileCols;
+    ASSERT_EQ(t.window_ptr[size_t(w + 1)] - t.window_ptr[size_t(w)], tiles) << "window " << w;
+    want.resize(size_t(tiles * kTileCols), -1);
+    const auto first = t.cols.begin() + t.window_ptr[size_t(w)] * kTileCols;
+    EXPECT_EQ(std::vector<int64_t>(first, first + tiles * kTileCols), want) << "window " << w;
+    for (int64_t k = 0; k < tiles; ++k)
+      for (int64_t r = 0; r < kTileRows; ++r)
+        for (int64_t c = 0; c < kTileCols; ++c) {
+          const int64_t src = want[size_t(k * kTileCols + c)];
+          const int64_t dst = w * kTileRows + r;
+          EXPECT_EQ(bit(t, t.window_ptr[size_t(w)] + k, r, c), pairs.count({dst, src}) == 1)
+              << "window " << w << " tile " << k << " row " << r << " column " << c;
+        }
+  }
+  EXPECT_EQ(t.pairs, int64_t(pairs.size()));
+}
+
+TEST(Tiles, SmallGraphsMatchTheReference) {
+  // Isolated rows, duplicates, self-loops and a last window of 3 rows (19 rows).
+  std::vector<std::vector<int64_t>> rows(19);
+  rows[0] = {0, 5, 5, 3};
+  rows[2] = {2, 2, 11, 30};
+  rows[15] = {15, 0, 9, 10, 11, 12, 13, 14, 16};
+  rows[16] = {1, 1, 1};
+  rows[18] = {18, 0};
+  expect_matches_reference(rows, 31);
+  expect_matches_reference({{}, {}, {}}, 4);  // no edges: no tiles
+  expect_matches_reference({}, 0);            // no rows
+  expect_matches_reference({{0, 1}, {2}}, 3);
+}
+
+TEST(Tiles, DenseBlocksFillEveryTile) {
+  // Two dense 16 x 16 blocks on the diagonal: 4 full tiles.
+  std::vector<std::vector<int64_t>> rows(32);
+  for (int64_t r = 0; r < 32; ++r)
+    for (int64_t c = 0; c < 16; ++c) rows[size_t(r)].push_back((r / 16) * 16 + c);
+  const Tiles<int64_t> t = build(Csr<int64_t>(rows), 32);
+  EXPECT_EQ(t.window_ptr, (std::vector<int64_t>{0, 2, 4}));
+  EXPECT_EQ(t.pairs, 4 * kTileRows * kTileCols);
+  for (uint32_t word : t.bitmap) EXPECT_EQ(word, 0xffffffffu);
+  expect_matches_reference(rows, 32);
+}
+
+TEST(Tiles, RandomGraphsMatchTheReferenceInBothIndexTypes) {
+  std::mt19937_64 gen(3);
+  for (int trial = 0; trial < 5; ++trial) {
+    const int64_t num_dst = 1 + int64_t(gen() % 70), num_src = 1 + int64_t(gen() % 90);
+    std::vector<std::vector<int64_t>> rows(static_cast<size_t>(num_dst));
+    for (auto& row : rows)
+      for (uint64_t k = gen() % 9; k > 0; --k) row.push_back(int64_t(gen() % uint64_t(num_src)));
+    expect_matches_reference(rows, num_src);
+    const Tiles<int64_t> wide = build(Csr<int64_t>(rows), num_src);
+    const Tiles<int32_t> narrow = build(Csr<int32_t>(rows), num_src);
+    EXPECT_EQ(narrow.window_ptr, wide.window_ptr);
+    EXPECT_EQ(std::vector<int64_t>(narrow.cols.begin(), narrow.cols.end()), wide.cols);
+    EXPECT_EQ(narrow.bitmap, wide.bitmap);
+    EXPECT_EQ(narrow.pairs, wide.pairs);
+  }
+}
+
+TEST(Tiles, RejectsABadCsr) {
+  std::vector<int64_t> window_ptr(2);
+  const std::vector<int64_t> rowptr{0, 2, 1}, col{0, 1};
+  expect_error<ValueError>(
+      [&] { count_tiles<int64_t>(rowptr.data(), col.data(), 2, 4, 2, window_ptr.data()); },
+      "non-decreasing");
+  const std::vector<int64_t> shifted{1, 2};
+  expect_error<ValueError>(
+      [&] { count_tiles<int64_t>(shifted.data(), col.data(), 1, 4, 1, window_ptr.data()); },
+      "rowptr[0] must be 0");
+  const std::vector<int64_t> short_end{0, 1};
+  expect_error<ValueError>(
+      [&] { count_tiles<int64_t>(short_end.data(), col.data(), 1, 4, 2, window_ptr.data()); },
+      "must equal the 2 entries of col");
+  const std::vector<int64_t> full{0, 2};
+  expect_error<IndexError>(
+      [&] { count_tiles<int64_t>(full.data(), col.data(), 1, 1, 2, window_ptr.data()); },
+      "col[1] = 1 is outside [0, 1)");
+}
+
+}  // namespace
+}  // namespace iognn::test
