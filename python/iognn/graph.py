@@ -9,7 +9,7 @@ See ``docs/graph.md`` for the full contract.
 from __future__ import annotations
 
 import enum
-from typing import Optional, Tuple, Union
+from typing import NamedTuple, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -33,6 +33,85 @@ class SelfLoops(enum.IntEnum):
 
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
+
+# Rows of a tile's row window and columns of a tile (docs/graph.md, "Tile layout and fill").
+TILE_ROWS, TILE_COLS = 16, 8
+
+
+class TileLayout(NamedTuple):
+    """The block-sparse tile layout of a Graph's CSR (docs/graph.md, "Tile layout and fill").
+
+    ``window_ptr`` int64 ``[num_windows + 1]``: window w (destinations ``16w .. 16w + 15``) owns
+    tiles ``window_ptr[w] .. window_ptr[w + 1] - 1``. ``tile_cols`` ``[num_tiles, 8]`` in the
+    graph's index dtype: the source of each tile column (the window's sorted distinct sources),
+    -1 padding. ``tile_bitmap`` int32 ``[num_tiles, 4]``: bit ``8 r + c`` of a tile's 128 (bit
+    ``b % 32`` of word ``b // 32``) is set when row r and column c share at least one edge.
+    ``num_pairs``: the distinct (destination, source) pairs (duplicate edges count once).
+    """
+
+    window_ptr: Tensor
+    tile_cols: Tensor
+    tile_bitmap: Tensor
+    num_pairs: int
+
+    @property
+    def num_tiles(self) -> int:
+        return self.tile_cols.size(0)
+
+    @property
+    def fill(self) -> float:
+        """Distinct pairs / (num_tiles * 128): 1.0 when every tile is dense, 0.0 without tiles."""
+        return self.num_pairs / (self.num_tiles * TILE_ROWS * TILE_COLS) if self.num_tiles else 0.0
+
+    def to(self, device: torch.device) -> "TileLayout":
+        return TileLayout(self.window_ptr.to(device), self.tile_cols.to(device),
+                          self.tile_bitmap.to(device), self.num_pairs)
+
+
+def tile_layout(graph: "Graph") -> TileLayout:
+    """The graph's tile layout on its device, built once on the host from its CSR and cached."""
+    return graph._tiles.host().to(graph.device)
+
+
+class _TileSource:
+    """A graph's tile layout, built on the first request from host copies of its CSR. Once built
+    it drops the CSR (a moved graph shares the built layout without keeping the old device's
+    arrays alive)."""
+
+    def __init__(self, rowptr: Tensor, col: Tensor, num_src: int):
+        self._csr: Optional[Tuple[Tensor, Tensor, int]] = (rowptr, col, num_src)
+        self._layout: Optional[TileLayout] = None
+
+    @property
+    def built(self) -> bool:
+        return self._layout is not None
+
+    def host(self) -> TileLayout:
+        if self._layout is None:
+            rowptr, col, num_src = self._csr
+            built = torch.ops.iognn.tile_layout(rowptr.cpu(), col.cpu(), num_src)
+            self._layout = TileLayout(*built)
+            self._csr = None
+        return self._layout
+
+
+class _Stats(dict):
+    """Graph.stats: the degree statistics, and the tile keys ("tiles", "tile_fill") added on
+    their first request (they need a tile build, which the degree statistics' users should not pay
+    for)."""
+
+    _TILE_KEYS = ("tiles", "tile_fill")
+
+    def __init__(self, values: dict, tiles: _TileSource):
+        super().__init__(values)
+        self._tiles = tiles
+
+    def __missing__(self, key):
+        if key not in self._TILE_KEYS:
+            raise KeyError(key)
+        tiles = self._tiles.host()
+        self.update(tiles=tiles.num_tiles, tile_fill=tiles.fill)
+        return self[key]
 
 
 def _check_edge_index(edge_index: Tensor) -> None:
@@ -182,7 +261,8 @@ class Graph:
         self.num_dst_nodes = num_dst
         self.num_input_edges = edge_index.size(1)
         self.num_loops = (0 if self.self_loops == SelfLoops.KEEP else min(num_src, num_dst))
-        self._stats: Optional[dict] = None
+        self._stats: Optional[_Stats] = None
+        self._tiles = _TileSource(self.rowptr, self.col, num_src)  # see tile_layout
         self._csr_dst: Optional[Tensor] = None
         self._edge_index: Optional[Tensor] = None
 
@@ -259,16 +339,18 @@ class Graph:
     # ---- degree statistics ------------------------------------------------------------------
     @property
     def stats(self) -> dict:
-        """Degree statistics (computed once, from host copies of the two offset vectors)."""
+        """Degree statistics (computed once, from host copies of the two offset vectors); the tile
+        keys ``"tiles"`` and ``"tile_fill"`` are computed on their first request (see
+        :func:`tile_layout`) and then listed with the others."""
         if self._stats is None:
             v = torch.ops.iognn.graph_stats(self.rowptr.cpu(), self.colptr.cpu()).tolist()
-            self._stats = {
+            self._stats = _Stats({
                 "max_in_degree": int(v[0]), "max_out_degree": int(v[1]),
                 "mean_in_degree": v[2], "p50_in_degree": int(v[3]), "p90_in_degree": int(v[4]),
                 "p99_in_degree": int(v[5]), "isolated_dst": int(v[6]),
                 "in_degree_log2_buckets": [int(b) for b in v[7:]],
                 "symmetric": self._is_symmetric(),
-            }
+            }, self._tiles)
         return self._stats
 
     def _is_symmetric(self) -> bool:
@@ -321,6 +403,9 @@ class Graph:
         g.__dict__.update(self.__dict__)
         for name in ("rowptr", "col", "eid", "colptr", "row", "csc2csr", "edge_map"):
             setattr(g, name, getattr(self, name).to(device))
+        if not self._tiles.built:  # the source of a later build must be the moved CSR
+            g._tiles = _TileSource(g.rowptr, g.col, g.num_src_nodes)
+            g._stats = None if self._stats is None else _Stats(self._stats, g._tiles)
         g._csr_dst = None if self._csr_dst is None else self._csr_dst.to(device)
         g._edge_index = None if self._edge_index is None else self._edge_index.to(device)
         return g

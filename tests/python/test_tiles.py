@@ -1,0 +1,149 @@
+"""The tile layout (iognn.graph.tile_layout) and the fill statistics against a plain-Python
+reference: row windows of 16 destinations, sorted distinct sources in tiles of 8, bitmaps."""
+import pytest
+import torch
+
+from iognn import Graph, SelfLoops
+from iognn.graph import TILE_COLS, TILE_ROWS, tile_layout
+
+from conftest import random_edge_index
+
+
+def reference_layout(graph):
+    """(tiles per window, tile columns, set bits as (tile, row, column), distinct pairs)."""
+    rowptr, col = graph.rowptr.tolist(), graph.col.tolist()
+    num_dst = graph.num_dst_nodes
+    counts, columns, bits, pairs = [], [], set(), set()
+    for first in range(0, num_dst, TILE_ROWS):
+        rows = range(first, min(first + TILE_ROWS, num_dst))
+        window = sorted({col[e] for r in rows for e in range(rowptr[r], rowptr[r + 1])})
+        tiles = -(-len(window) // TILE_COLS)
+        base = len(columns) // TILE_COLS
+        columns += window + [-1] * (tiles * TILE_COLS - len(window))
+        counts.append(tiles)
+        for r in rows:
+            for e in range(rowptr[r], rowptr[r + 1]):
+                slot = window.index(col[e])
+                bits.add((base + slot // TILE_COLS, r - first, slot % TILE_COLS))
+                pairs.add((r, col[e]))
+    return counts, columns, bits, len(pairs)
+
+
+def set_bits(bitmap):
+    return {(t, b // TILE_COLS, b % TILE_COLS)
+            for t, words in enumerate(bitmap.tolist()) for b in range(128)
+            if (words[b // 32] >> (b % 32)) & 1}
+
+
+def check_against_reference(graph):
+    tiles = tile_layout(graph)
+    counts, columns, bits, pairs = reference_layout(graph)
+    assert tiles.window_ptr.dtype == torch.int64
+    assert tiles.window_ptr.tolist() == [sum(counts[:w]) for w in range(len(counts) + 1)]
+    assert tiles.tile_cols.dtype == graph.index_dtype
+    assert tiles.tile_cols.shape == (tiles.num_tiles, TILE_COLS)
+    assert tiles.tile_cols.flatten().tolist() == columns
+    assert tiles.tile_bitmap.dtype == torch.int32
+    assert tiles.tile_bitmap.shape == (tiles.num_tiles, 4)
+    assert set_bits(tiles.tile_bitmap) == bits
+    assert tiles.num_pairs == pairs
+    return tiles
+
+
+def edges(pairs):
+    """[2, E] edge_index from (source, destination) pairs."""
+    return torch.tensor(pairs, dtype=torch.long).reshape(-1, 2).t()
+
+
+SMALL = {
+    # Isolated destinations, duplicates, self-loops and a last window of 3 rows (19 nodes).
+    "mixed": (edges([(0, 0), (5, 0), (5, 0), (3, 0), (2, 2), (2, 2), (11, 2), (18, 2), (15, 15),
+                     (0, 15), *[(s, 15) for s in range(9, 17)], (1, 16), (1, 16), (18, 18),
+                     (0, 18)]), 19),
+    "empty": (torch.empty(2, 0, dtype=torch.long), 5),
+    "no_nodes": (torch.empty(2, 0, dtype=torch.long), 0),
+    "bipartite": (edges([(0, 0), (7, 0), (29, 1), (3, 17), (3, 17), (12, 20)]), (30, 21)),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_small_graphs_match_the_reference(name, dtype):
+    edge_index, size = SMALL[name]
+    graph = Graph(edge_index.to(dtype), size)
+    assert graph.index_dtype == torch.int32  # small graphs are stored narrow
+    check_against_reference(graph)
+
+
+def test_int64_graphs_match_the_reference():
+    edge_index, size = SMALL["mixed"]
+    graph = Graph(edge_index, size, index_dtype=torch.int64)
+    assert graph.index_dtype == torch.int64
+    check_against_reference(graph)
+
+
+def test_self_loop_modes_match_the_reference():
+    edge_index, size = SMALL["mixed"]
+    for loops in SelfLoops:
+        check_against_reference(Graph(edge_index, size, loops))
+
+
+def test_dense_blocks_fill_every_tile():
+    block = torch.arange(16)
+    src, dst = torch.meshgrid(block, block, indexing="ij")
+    one = torch.stack([src.flatten(), dst.flatten()])
+    graph = Graph(torch.cat([one, one + 16, one + 32], 1), 48)
+    tiles = check_against_reference(graph)
+    assert tiles.num_tiles == 6 and tiles.fill == 1.0
+    assert (tiles.tile_bitmap == -1).all()
+    assert graph.stats["tiles"] == 6 and graph.stats["tile_fill"] == 1.0
+
+
+def test_random_sparse_graph_has_low_fill():
+    gen = torch.Generator().manual_seed(4)
+    graph = Graph(random_edge_index(2000, 2000, 6000, gen), 2000)
+    tiles = check_against_reference(graph)
+    # Sources rarely repeat within a window: about one bit per tile column, a fill near 1/16.
+    assert tiles.fill < 0.07
+    assert graph.stats["tile_fill"] == pytest.approx(tiles.fill)
+    assert graph.stats["tiles"] == tiles.num_tiles
+
+
+def test_stats_add_the_tile_keys_on_first_request():
+    graph = Graph(*SMALL["mixed"])
+    assert "tile_fill" not in graph.stats  # the degree statistics do not build tiles
+    pairs = check_against_reference(graph).num_pairs
+    assert graph.stats["tile_fill"] == pytest.approx(pairs / (graph.stats["tiles"] * 128))
+    assert {"tiles", "tile_fill"} <= set(graph.stats)
+    assert Graph(*SMALL["empty"]).stats["tile_fill"] == 0.0
+    with pytest.raises(KeyError):
+        graph.stats["no_such_statistic"]
+
+
+def test_moved_graph_keeps_its_built_layout_and_stats():
+    graph = Graph(*SMALL["mixed"])
+    layout = tile_layout(graph)
+    degree_stats = dict(graph.stats)
+    moved = graph.to("meta")  # no data there: the layout must come from the build on the host
+    assert (moved.stats["tiles"], moved.stats["tile_fill"]) == (layout.num_tiles, layout.fill)
+    assert moved.stats == dict(degree_stats, tiles=layout.num_tiles, tile_fill=layout.fill)
+    moved_layout = tile_layout(moved)
+    assert moved_layout.tile_cols.device.type == "meta"
+    assert moved_layout.tile_bitmap.shape == layout.tile_bitmap.shape
+
+
+def test_op_rejects_bad_arguments():
+    op = torch.ops.iognn.tile_layout
+    rowptr, col = torch.tensor([0, 1, 2]), torch.tensor([0, 1])
+    with pytest.raises(TypeError, match="col has dtype"):
+        op(rowptr, col.int(), 2)
+    with pytest.raises(ValueError, match="rowptr must have num_dst"):
+        op(rowptr[:0], col, 2)
+    with pytest.raises(ValueError, match="num_src must be >= 0"):
+        op(rowptr, col, -1)
+    with pytest.raises(ValueError, match="non-decreasing"):
+        op(torch.tensor([0, 2, 1]), col, 2)
+    with pytest.raises(ValueError, match="must equal the 2 entries of col"):
+        op(torch.tensor([0, 1, 1]), col, 2)
+    with pytest.raises(IndexError, match=r"outside \[0, 1\)"):
+        op(rowptr, col, 1)
