@@ -133,24 +133,22 @@ TEST(Tiles, RandomGraphsMatchTheReferenceInBothIndexTypes) {
   }
 }
 
-TEST(Tiles, RejectsABadCsr) {
+// count_tiles over the columns {0, 1}, with the given row offsets, sources and column count.
+void count_over_two_columns(const std::vector<int64_t>& rowptr, int64_t num_src,
+                            int64_t num_edges) {
+  const std::vector<int64_t> col{0, 1};
   std::vector<int64_t> window_ptr(2);
-  const std::vector<int64_t> rowptr{0, 2, 1}, col{0, 1};
-  expect_error<ValueError>(
-      [&] { count_tiles<int64_t>(rowptr.data(), col.data(), 2, 4, 2, window_ptr.data()); },
-      "non-decreasing");
-  const std::vector<int64_t> shifted{1, 2};
-  expect_error<ValueError>(
-      [&] { count_tiles<int64_t>(shifted.data(), col.data(), 1, 4, 1, window_ptr.data()); },
-      "rowptr[0] must be 0");
-  const std::vector<int64_t> short_end{0, 1};
-  expect_error<ValueError>(
-      [&] { count_tiles<int64_t>(short_end.data(), col.data(), 1, 4, 2, window_ptr.data()); },
-      "must equal the 2 entries of col");
-  const std::vector<int64_t> full{0, 2};
-  expect_error<IndexError>(
-      [&] { count_tiles<int64_t>(full.data(), col.data(), 1, 1, 2, window_ptr.data()); },
-      "col[1] = 1 is outside [0, 1)");
+  count_tiles<int64_t>(rowptr.data(), col.data(), int64_t(rowptr.size()) - 1, num_src, num_edges,
+                       window_ptr.data());
+}
+
+TEST(Tiles, RejectsABadCsr) {
+  expect_error<ValueError>([] { count_over_two_columns({0, 2, 1}, 4, 2); }, "non-decreasing");
+  expect_error<ValueError>([] { count_over_two_columns({1, 2}, 4, 1); }, "rowptr[0] must be 0");
+  expect_error<ValueError>([] { count_over_two_columns({0, 1}, 4, 2); },
+                           "must equal the 2 entries of col");
+  expect_error<IndexError>([] { count_over_two_columns({0, 2}, 1, 2); },
+                           "col[1] = 1 is outside [0, 1)");
 }
 
 }  // namespace

@@ -109,6 +109,23 @@ def test_random_sparse_graph_has_low_fill():
     assert graph.stats["tiles"] == tiles.num_tiles
 
 
+def test_layout_does_not_depend_on_the_thread_count():
+    gen = torch.Generator().manual_seed(5)
+    edge_index = random_edge_index(3000, 3000, 20000, gen)  # 188 windows: several chunks
+    threads = torch.get_num_threads()
+    layouts = []
+    try:
+        for count in (1, 2):
+            torch.set_num_threads(count)
+            layouts.append(tile_layout(Graph(edge_index, 3000)))
+    finally:
+        torch.set_num_threads(threads)
+    one, two = layouts
+    assert one.num_pairs == two.num_pairs
+    for a, b in zip(one[:3], two[:3]):
+        assert torch.equal(a, b)
+
+
 def test_stats_add_the_tile_keys_on_first_request():
     graph = Graph(*SMALL["mixed"])
     assert "tile_fill" not in graph.stats  # the degree statistics do not build tiles
