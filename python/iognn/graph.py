@@ -69,8 +69,9 @@ class TileLayout(NamedTuple):
 
 
 def tile_layout(graph: "Graph") -> TileLayout:
-    """The graph's tile layout on its device, built once on the host from its CSR and cached."""
-    return graph._tiles.host().to(graph.device)
+    """The graph's tile layout on its device, built once on the host from its CSR; the build and
+    its copy on each device are cached."""
+    return graph._tiles.on(graph.device)
 
 
 class _TileSource:
@@ -81,6 +82,7 @@ class _TileSource:
     def __init__(self, rowptr: Tensor, col: Tensor, num_src: int):
         self._csr: Optional[Tuple[Tensor, Tensor, int]] = (rowptr, col, num_src)
         self._layout: Optional[TileLayout] = None
+        self._copies: dict = {}  # device -> the layout there
 
     @property
     def built(self) -> bool:
@@ -93,6 +95,11 @@ class _TileSource:
             self._layout = TileLayout(*built)
             self._csr = None
         return self._layout
+
+    def on(self, device: torch.device) -> TileLayout:
+        if device not in self._copies:
+            self._copies[device] = self.host().to(device)
+        return self._copies[device]
 
 
 class _Stats(dict):

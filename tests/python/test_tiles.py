@@ -146,6 +146,7 @@ def test_moved_graph_keeps_its_built_layout_and_stats():
     assert moved.stats == dict(degree_stats, tiles=layout.num_tiles, tile_fill=layout.fill)
     moved_layout = tile_layout(moved)
     assert moved_layout.tile_cols.device.type == "meta"
+    assert tile_layout(moved) is moved_layout and tile_layout(graph) is layout  # cached
     assert moved_layout.tile_bitmap.shape == layout.tile_bitmap.shape
 
 
