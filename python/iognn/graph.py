@@ -69,56 +69,12 @@ class TileLayout(NamedTuple):
 
 
 def tile_layout(graph: "Graph") -> TileLayout:
-    """The graph's tile layout on its device, built once on the host from its CSR; the build and
-    its copy on each device are cached."""
-    return graph._tiles.on(graph.device)
-
-
-class _TileSource:
-    """A graph's tile layout, built on the first request from host copies of its CSR. Once built
-    it drops the CSR (a moved graph shares the built layout without keeping the old device's
-    arrays alive)."""
-
-    def __init__(self, rowptr: Tensor, col: Tensor, num_src: int):
-        self._csr: Optional[Tuple[Tensor, Tensor, int]] = (rowptr, col, num_src)
-        self._layout: Optional[TileLayout] = None
-        self._copies: dict = {}  # device -> the layout there
-
-    @property
-    def built(self) -> bool:
-        return self._layout is not None
-
-    def host(self) -> TileLayout:
-        if self._layout is None:
-            rowptr, col, num_src = self._csr
-            built = torch.ops.iognn.tile_layout(rowptr.cpu(), col.cpu(), num_src)
-            self._layout = TileLayout(*built)
-            self._csr = None
-        return self._layout
-
-    def on(self, device: torch.device) -> TileLayout:
-        if device not in self._copies:
-            self._copies[device] = self.host().to(device)
-        return self._copies[device]
-
-
-class _Stats(dict):
-    """Graph.stats: the degree statistics, and the tile keys ("tiles", "tile_fill") added on
-    their first request (they need a tile build, which the degree statistics' users should not pay
-    for)."""
-
-    _TILE_KEYS = ("tiles", "tile_fill")
-
-    def __init__(self, values: dict, tiles: _TileSource):
-        super().__init__(values)
-        self._tiles = tiles
-
-    def __missing__(self, key):
-        if key not in self._TILE_KEYS:
-            raise KeyError(key)
-        tiles = self._tiles.host()
-        self.update(tiles=tiles.num_tiles, tile_fill=tiles.fill)
-        return self[key]
+    """The graph's tile layout on its device. Built once on the host from the CSR and kept on the
+    graph (a moved graph shares it); a graph on another device gets a copy per call."""
+    if graph._tiles is None:
+        graph._tiles = TileLayout(*torch.ops.iognn.tile_layout(
+            graph.rowptr.cpu(), graph.col.cpu(), graph.num_src_nodes))
+    return graph._tiles if graph.device.type == "cpu" else graph._tiles.to(graph.device)
 
 
 def _check_edge_index(edge_index: Tensor) -> None:
@@ -268,8 +224,8 @@ class Graph:
         self.num_dst_nodes = num_dst
         self.num_input_edges = edge_index.size(1)
         self.num_loops = (0 if self.self_loops == SelfLoops.KEEP else min(num_src, num_dst))
-        self._stats: Optional[_Stats] = None
-        self._tiles = _TileSource(self.rowptr, self.col, num_src)  # see tile_layout
+        self._stats: Optional[dict] = None
+        self._tiles: Optional[TileLayout] = None  # built on the host on request (tile_layout)
         self._csr_dst: Optional[Tensor] = None
         self._edge_index: Optional[Tensor] = None
 
@@ -346,18 +302,23 @@ class Graph:
     # ---- degree statistics ------------------------------------------------------------------
     @property
     def stats(self) -> dict:
-        """Degree statistics (computed once, from host copies of the two offset vectors); the tile
-        keys ``"tiles"`` and ``"tile_fill"`` are computed on their first request (see
-        :func:`tile_layout`) and then listed with the others."""
+        """Degree statistics (computed once, from host copies of the two offset vectors) and the
+        tile layout's size and fill (``"tiles"``, ``"tile_fill"``: :func:`tile_layout`, built on
+        the first call of ``stats``)."""
+        tiles = tile_layout(self)
+        return {**self._degree_stats(), "tiles": tiles.num_tiles, "tile_fill": tiles.fill}
+
+    def _degree_stats(self) -> dict:
+        """The degree part of :attr:`stats` (what the ops' fallbacks read: no tile build)."""
         if self._stats is None:
             v = torch.ops.iognn.graph_stats(self.rowptr.cpu(), self.colptr.cpu()).tolist()
-            self._stats = _Stats({
+            self._stats = {
                 "max_in_degree": int(v[0]), "max_out_degree": int(v[1]),
                 "mean_in_degree": v[2], "p50_in_degree": int(v[3]), "p90_in_degree": int(v[4]),
                 "p99_in_degree": int(v[5]), "isolated_dst": int(v[6]),
                 "in_degree_log2_buckets": [int(b) for b in v[7:]],
                 "symmetric": self._is_symmetric(),
-            }, self._tiles)
+            }
         return self._stats
 
     def _is_symmetric(self) -> bool:
@@ -367,12 +328,12 @@ class Graph:
     @property
     def is_symmetric(self) -> bool:
         """True when the edge multiset equals its transpose (undirected graphs)."""
-        return self.stats["symmetric"]
+        return self._degree_stats()["symmetric"]
 
     @property
     def max_in_degree(self) -> int:
         known = self.max_degree_hints[0]
-        return known if known >= 0 and self._hints_exact else self.stats["max_in_degree"]
+        return known if known >= 0 and self._hints_exact else self._degree_stats()["max_in_degree"]
 
     # ---- edge values ------------------------------------------------------------------------
     def augment_edge_values(self, values: Optional[Tensor], fill_value=1.0) -> Optional[Tensor]:
@@ -410,9 +371,6 @@ class Graph:
         g.__dict__.update(self.__dict__)
         for name in ("rowptr", "col", "eid", "colptr", "row", "csc2csr", "edge_map"):
             setattr(g, name, getattr(self, name).to(device))
-        if not self._tiles.built:  # the source of a later build must be the moved CSR
-            g._tiles = _TileSource(g.rowptr, g.col, g.num_src_nodes)
-            g._stats = None if self._stats is None else _Stats(self._stats, g._tiles)
         g._csr_dst = None if self._csr_dst is None else self._csr_dst.to(device)
         g._edge_index = None if self._edge_index is None else self._edge_index.to(device)
         return g
