@@ -46,6 +46,7 @@ from ..ops._checks import acc_dtype
 from ..ops.attention import gat_attention
 from ..ops.propagate import propagate
 from .halo import ExchangePlan, halo_exchange
+from .launch import all_reduce_values
 
 
 class DistributedGraph:
@@ -262,13 +263,6 @@ def partition_note(report: dict) -> str:
             f"{report['bytes_exchanged_per_epoch'] / 2**20:.2f} MiB per training step")
 
 
-def _global_sums(values, device) -> list:
-    """Each value summed over the ranks (one all-reduce)."""
-    t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=device)
-    dist.all_reduce(t)
-    return t.tolist()
-
-
 def train_full_graph(args) -> dict:
     """``iognn train --nproc N --loader full`` on one rank of the initialised group: loads the
     dataset, partitions it (every rank alike; the fingerprints are compared), trains the model
@@ -335,11 +329,12 @@ def train_full_graph(args) -> dict:
             counts = [float(loss.detach()) / world]
             for name in ("val", "test"):
                 counts += [int(predicted[masks[name]].sum()), int(masks[name].sum())]
-            loss_value, val_ok, val_n, test_ok, test_n = _global_sums(counts, device)
+            loss_value, val_ok, val_n, test_ok, test_n = all_reduce_values(counts, dist.ReduceOp.SUM, device)
             val, test = val_ok / max(val_n, 1), test_ok / max(test_n, 1)
             if val > best[0]:
                 best = (val, test, epoch)
-    step_ms = _global_sums([1e3 * t for t in step_times] + step_bytes + [memory.mib], device)
+    step_ms = all_reduce_values([1e3 * t for t in step_times] + step_bytes + [memory.mib],
+                                dist.ReduceOp.SUM, device)
     epochs = args.epochs
     times_ms = [t / world for t in step_ms[:epochs]]  # mean over the ranks
     bytes_per_epoch = step_ms[epochs:2 * epochs]

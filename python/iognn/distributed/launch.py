@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 from datetime import timedelta
-from typing import List
+from typing import List, Sequence
 
 import torch
 import torch.distributed as dist
@@ -90,6 +90,15 @@ def init_group(args: argparse.Namespace) -> torch.device:
     else:
         dist.init_process_group("gloo", timeout=timeout)
     return device
+
+
+def all_reduce_values(values: Sequence[float], op, device: torch.device) -> List[float]:
+    """``values`` reduced over the ranks with ``op`` in one all-reduce (float64; on ``device``
+    under NCCL, on the host under gloo)."""
+    on = device if dist.get_backend() == "nccl" else torch.device("cpu")
+    tensor = torch.tensor([float(v) for v in values], dtype=torch.float64, device=on)
+    dist.all_reduce(tensor, op)
+    return tensor.tolist()
 
 
 def ranks_ready(timeout_s: float, group=None) -> None:

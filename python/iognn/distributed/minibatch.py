@@ -30,7 +30,7 @@ import hashlib
 import os
 import sys
 from dataclasses import replace
-from typing import List, Sequence, Tuple
+from typing import List, Tuple
 
 import torch
 import torch.distributed as dist
@@ -41,6 +41,7 @@ from ..minibatch import (TIME_NOTE, EpochTimes, LoaderConfig, PreparedRun, Sampl
                          TrainingLog, correct_predictions, defer_blocks_on_cuda, eval_seeds,
                          make_loader, make_sampler, prepare_run, run_epoch, warm_up)
 from ..train import PeakMemory, implementation_layers, pick_device
+from .launch import all_reduce_values
 
 __all__ = ["train_minibatch"]
 
@@ -82,22 +83,11 @@ def rank_loaders(data, sampler, config: LoaderConfig, rank: int, world_size: int
     return randomness, train, evaluation
 
 
-# ---- collectives -----------------------------------------------------------------------------
-def _collective_device(device: torch.device) -> torch.device:
-    return device if dist.get_backend() == "nccl" else torch.device("cpu")
-
-
-def _all_reduce(values: Sequence[float], op, device: torch.device) -> List[float]:
-    tensor = torch.tensor(values, dtype=torch.float64, device=_collective_device(device))
-    dist.all_reduce(tensor, op)
-    return tensor.tolist()
-
-
 def require_agreement(quantities: dict, device: torch.device) -> None:
     """Raises the same error on every rank when the ranks' ``quantities`` (numbers) differ."""
     values = list(quantities.values())
-    low = _all_reduce(values, dist.ReduceOp.MIN, device)
-    high = _all_reduce(values, dist.ReduceOp.MAX, device)
+    low = all_reduce_values(values, dist.ReduceOp.MIN, device)
+    high = all_reduce_values(values, dist.ReduceOp.MAX, device)
     differ = [f"{name} ({int(a)} to {int(b)})"
               for name, a, b in zip(quantities, low, high) if a != b]
     if differ:
@@ -110,7 +100,7 @@ def global_accuracy(model, loaders, randomness: SamplingRandomness,
     """Accuracy over every rank's share of each loader's nodes."""
     counts = [n for loader in loaders
               for n in correct_predictions(model, loader, randomness, device)]
-    totals = _all_reduce(counts, dist.ReduceOp.SUM, device)
+    totals = all_reduce_values(counts, dist.ReduceOp.SUM, device)
     return [c / t if t else 0.0 for c, t in zip(totals[0::2], totals[1::2])]
 
 
@@ -189,7 +179,7 @@ def train_minibatch_model(args) -> Tuple[dict, torch.nn.Module]:
             log.add(epoch, times, val, test)
             bar.set_postfix(loss=f"{times.loss:.3f}", val=f"{val:.3f}", test=f"{test:.3f}")
             bar.close()
-    (peak_mib,) = _all_reduce([memory.mib], dist.ReduceOp.MAX, device)
+    (peak_mib,) = all_reduce_values([memory.mib], dist.ReduceOp.MAX, device)
     report = run.report([log.result(IMPLEMENTATION, peak_mib)],
                         memory.method + ", the largest over the ranks", DDP_TIME_NOTE)
     # Each rank has its own GPU (cuda:<local rank>): the report, the same on every rank, names
