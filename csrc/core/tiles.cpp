@@ -27,13 +27,39 @@ void check_csr(const index_t* rowptr, const index_t* col, int64_t num_dst, int64
                 " is outside [0, ", num_src, ")");
 }
 
-// The sorted distinct sources of window w's edges, in `columns` (reused between windows).
+// row_order must be a permutation of [0, num_dst): each entry in range, none repeated.
 template <typename index_t>
-void condensed_columns(const index_t* rowptr, const index_t* col, int64_t num_dst, int64_t w,
+void check_row_order(const index_t* row_order, int64_t num_dst) {
+  std::vector<bool> seen(size_t(num_dst), false);
+  for (int64_t k = 0; k < num_dst; ++k) {
+    const int64_t row = row_order[k];
+    IOGNN_CHECK(row >= 0 && row < num_dst, IndexError, "row_order[", k, "] = ", row,
+                " is outside [0, ", num_dst, ")");
+    IOGNN_CHECK(!seen[size_t(row)], ValueError, "row_order[", k, "] = ", row,
+                " repeats an earlier entry: row_order must be a permutation of [0, ", num_dst, ")");
+    seen[size_t(row)] = true;
+  }
+}
+
+// The rows of window w: the k-th is row_order[16 w + k], or 16 w + k without a row order.
+template <typename index_t>
+struct WindowRows {
+  const index_t* row_order;
+  int64_t first, count;
+  WindowRows(const index_t* order, int64_t num_dst, int64_t w)
+      : row_order(order), first(w * kTileRows), count(std::min(kTileRows, num_dst - first)) {}
+  int64_t operator[](int64_t k) const {
+    return row_order ? int64_t(row_order[first + k]) : first + k;
+  }
+};
+
+// The sorted distinct sources of a window's edges, in `columns` (reused between windows).
+template <typename index_t>
+void condensed_columns(const index_t* rowptr, const index_t* col, const WindowRows<index_t>& rows,
                        std::vector<index_t>& columns) {
-  const int64_t first_row = w * kTileRows;
-  const int64_t end_row = std::min(first_row + kTileRows, num_dst);
-  columns.assign(col + rowptr[first_row], col + rowptr[end_row]);
+  columns.clear();
+  for (int64_t k = 0; k < rows.count; ++k)
+    columns.insert(columns.end(), col + rowptr[rows[k]], col + rowptr[rows[k] + 1]);
   std::sort(columns.begin(), columns.end());
   columns.erase(std::unique(columns.begin(), columns.end()), columns.end());
 }
@@ -46,15 +72,22 @@ constexpr int64_t kWindowGrain = 64;
 }  // namespace
 
 template <typename index_t>
-void count_tiles(const index_t* rowptr, const index_t* col, int64_t num_dst, int64_t num_src,
-                 int64_t num_edges, int64_t* window_ptr) {
+void check_tile_input(const index_t* rowptr, const index_t* col, int64_t num_dst, int64_t num_src,
+                      int64_t num_edges, const index_t* row_order) {
   check_csr(rowptr, col, num_dst, num_src, num_edges);
+  if (row_order) check_row_order(row_order, num_dst);
+}
+
+template <typename index_t>
+void count_tiles(const index_t* rowptr, const index_t* col, int64_t num_dst, int64_t num_src,
+                 int64_t num_edges, const index_t* row_order, int64_t* window_ptr) {
+  check_tile_input(rowptr, col, num_dst, num_src, num_edges, row_order);
   const int64_t num_windows = num_tile_windows(num_dst);
   window_ptr[0] = 0;
   parallel_for(0, num_windows, kWindowGrain, [&](int64_t lo, int64_t hi) {
     std::vector<index_t> columns;
     for (int64_t w = lo; w < hi; ++w) {
-      condensed_columns(rowptr, col, num_dst, w, columns);
+      condensed_columns(rowptr, col, WindowRows<index_t>(row_order, num_dst, w), columns);
       window_ptr[w + 1] = tiles_for(int64_t(columns.size()));
     }
   });
@@ -63,14 +96,16 @@ void count_tiles(const index_t* rowptr, const index_t* col, int64_t num_dst, int
 
 template <typename index_t>
 int64_t fill_tiles(const index_t* rowptr, const index_t* col, int64_t num_dst,
-                   const int64_t* window_ptr, index_t* tile_cols, uint32_t* tile_bitmap) {
+                   const index_t* row_order, const int64_t* window_ptr, index_t* tile_cols,
+                   uint32_t* tile_bitmap, int64_t* edge_slot) {
   const int64_t num_windows = num_tile_windows(num_dst);
   // Distinct pairs per window, summed in window order after the parallel loop.
   std::vector<int64_t> window_pairs(size_t(num_windows), 0);
   parallel_for(0, num_windows, kWindowGrain, [&](int64_t lo, int64_t hi) {
     std::vector<index_t> columns;
     for (int64_t w = lo; w < hi; ++w) {
-      condensed_columns(rowptr, col, num_dst, w, columns);
+      const WindowRows<index_t> rows(row_order, num_dst, w);
+      condensed_columns(rowptr, col, rows, columns);
       const int64_t first_tile = window_ptr[w];
       const int64_t num_tiles = window_ptr[w + 1] - first_tile;
       index_t* cols = tile_cols + first_tile * kTileCols;
@@ -78,14 +113,15 @@ int64_t fill_tiles(const index_t* rowptr, const index_t* col, int64_t num_dst,
       std::copy(columns.begin(), columns.end(), cols);
       uint32_t* bitmap = tile_bitmap + first_tile * kTileWords;
       std::fill(bitmap, bitmap + num_tiles * kTileWords, 0u);
-      const int64_t first_row = w * kTileRows;
-      const int64_t end_row = std::min(first_row + kTileRows, num_dst);
-      for (int64_t r = first_row; r < end_row; ++r) {
-        for (int64_t e = rowptr[r]; e < rowptr[r + 1]; ++e) {
+      for (int64_t r = 0; r < rows.count; ++r) {
+        const int64_t row = rows[r];
+        for (int64_t e = rowptr[row]; e < rowptr[row + 1]; ++e) {
           const int64_t slot =
               std::lower_bound(columns.begin(), columns.end(), col[e]) - columns.begin();
-          const int64_t bit = (r - first_row) * kTileCols + slot % kTileCols;
-          bitmap[(slot / kTileCols) * kTileWords + bit / 32] |= uint32_t(1) << (bit % 32);
+          const int64_t tile = slot / kTileCols;
+          const int64_t bit = r * kTileCols + slot % kTileCols;
+          bitmap[tile * kTileWords + bit / 32] |= uint32_t(1) << (bit % 32);
+          edge_slot[e] = (first_tile + tile) * kTileSlots + bit;
         }
       }
       int64_t pairs = 0;
@@ -99,11 +135,13 @@ int64_t fill_tiles(const index_t* rowptr, const index_t* col, int64_t num_dst,
   return total;
 }
 
-#define IOGNN_INSTANTIATE_TILES(index_t)                                                       \
-  template void count_tiles<index_t>(const index_t*, const index_t*, int64_t, int64_t,         \
-                                     int64_t, int64_t*);                                       \
-  template int64_t fill_tiles<index_t>(const index_t*, const index_t*, int64_t, const int64_t*, \
-                                       index_t*, uint32_t*);
+#define IOGNN_INSTANTIATE_TILES(index_t)                                                         \
+  template void check_tile_input<index_t>(const index_t*, const index_t*, int64_t, int64_t,      \
+                                          int64_t, const index_t*);                              \
+  template void count_tiles<index_t>(const index_t*, const index_t*, int64_t, int64_t, int64_t,  \
+                                     const index_t*, int64_t*);                                  \
+  template int64_t fill_tiles<index_t>(const index_t*, const index_t*, int64_t, const index_t*,   \
+                                       const int64_t*, index_t*, uint32_t*, int64_t*);
 IOGNN_INSTANTIATE_TILES(int32_t)
 IOGNN_INSTANTIATE_TILES(int64_t)
 #undef IOGNN_INSTANTIATE_TILES
