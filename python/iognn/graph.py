@@ -9,6 +9,7 @@ See ``docs/graph.md`` for the full contract.
 from __future__ import annotations
 
 import enum
+import time
 from typing import NamedTuple, Optional, Tuple, Union
 
 import torch
@@ -41,18 +42,25 @@ TILE_ROWS, TILE_COLS = 16, 8
 class TileLayout(NamedTuple):
     """The block-sparse tile layout of a Graph's CSR (docs/graph.md, "Tile layout and fill").
 
-    ``window_ptr`` int64 ``[num_windows + 1]``: window w (destinations ``16w .. 16w + 15``) owns
-    tiles ``window_ptr[w] .. window_ptr[w + 1] - 1``. ``tile_cols`` ``[num_tiles, 8]`` in the
-    graph's index dtype: the source of each tile column (the window's sorted distinct sources),
-    -1 padding. ``tile_bitmap`` int32 ``[num_tiles, 4]``: bit ``8 r + c`` of a tile's 128 (bit
-    ``b % 32`` of word ``b // 32``) is set when row r and column c share at least one edge.
-    ``num_pairs``: the distinct (destination, source) pairs (duplicate edges count once).
+    ``window_ptr`` int64 ``[num_windows + 1]``: window w owns tiles ``window_ptr[w] ..
+    window_ptr[w + 1] - 1``; its rows are ``row_order[16w .. 16w + 15]`` (destinations ``16w ..
+    16w + 15`` when ``row_order`` is None), row r of a tile being the window's r-th.
+    ``tile_cols`` ``[num_tiles, 8]`` in the graph's index dtype: the source of each tile column
+    (the window's sorted distinct sources, original ids), -1 padding. ``tile_bitmap`` int32
+    ``[num_tiles, 4]``: bit ``8 r + c`` of a tile's 128 (bit ``b % 32`` of word ``b // 32``) is set
+    when row r and column c share at least one edge. ``edge_slot`` int64 ``[E]``: for CSR position
+    p (CSC position with ``transposed=True``), the slot ``t * 128 + 8 r + c`` of the tile, row and
+    column holding its pair (duplicate edges share a slot). ``num_pairs``: the distinct
+    (destination, source) pairs (duplicate edges count once). ``row_order``: the permutation the
+    windows follow (the graph's ``row_order``), or None for the identity.
     """
 
     window_ptr: Tensor
     tile_cols: Tensor
     tile_bitmap: Tensor
+    edge_slot: Tensor
     num_pairs: int
+    row_order: Optional[Tensor] = None
 
     @property
     def num_tiles(self) -> int:
@@ -65,16 +73,98 @@ class TileLayout(NamedTuple):
 
     def to(self, device: torch.device) -> "TileLayout":
         return TileLayout(self.window_ptr.to(device), self.tile_cols.to(device),
-                          self.tile_bitmap.to(device), self.num_pairs)
+                          self.tile_bitmap.to(device), self.edge_slot.to(device), self.num_pairs,
+                          None if self.row_order is None else self.row_order.to(device))
 
 
-def tile_layout(graph: "Graph") -> TileLayout:
-    """The graph's tile layout on its device. Built once on the host from the CSR and kept on the
-    graph (a moved graph shares it); a graph on another device gets a copy per call."""
-    if graph._tiles is None:
-        graph._tiles = TileLayout(*torch.ops.iognn.tile_layout(
-            graph.rowptr.cpu(), graph.col.cpu(), graph.num_src_nodes))
-    return graph._tiles if graph.device.type == "cpu" else graph._tiles.to(graph.device)
+def _build_tile_layout(offsets: Tensor, indices: Tensor, num_src: int,
+                       row_order: Optional[Tensor]) -> TileLayout:
+    """The op on the tensors' device (a CUDA graph builds on the GPU: no host copy)."""
+    return TileLayout(*torch.ops.iognn.tile_layout(offsets, indices, num_src, row_order),
+                      row_order)
+
+
+def tile_layout(graph: "Graph", transposed: bool = False) -> TileLayout:
+    """The graph's tile layout, built on its device on the first call and kept on the graph (one
+    for each direction; a moved graph takes its built layouts along).
+
+    ``transposed=False``: the destination-major CSR (``rowptr``, ``col``): windows of
+    destinations, columns of sources, ``edge_slot`` indexed by CSR position (what propagate's
+    forward reads). ``transposed=True``: the source-major CSR (``colptr``, ``row``): windows of
+    sources, columns of destinations, ``edge_slot`` indexed by CSC position (its backward). Both
+    follow ``graph.row_order`` for their windows (None: the identity)."""
+    transposed = bool(transposed)
+    layout = graph._tiles.get(transposed)
+    if layout is None:
+        if transposed:
+            layout = _build_tile_layout(graph.colptr, graph.row, graph.num_dst_nodes,
+                                        graph.row_order)
+        else:
+            layout = _build_tile_layout(graph.rowptr, graph.col, graph.num_src_nodes,
+                                        graph.row_order)
+        graph._tiles[transposed] = layout
+    return layout
+
+
+# Graph(reorder=...): the orderings of iognn.reorder, or "auto" (the best tile fill among them).
+REORDER_METHODS = ("rcm", "degree", "bfs", "metis", "auto")
+# "auto" keeps the identity unless an ordering's fill beats the identity's by more than this factor.
+_AUTO_MIN_FILL_GAIN = 1.02
+
+
+def _check_reorder(reorder, deferred: bool, bipartite: bool) -> None:
+    if reorder is None:
+        return
+    if not isinstance(reorder, str) or reorder not in REORDER_METHODS:
+        raise ValueError(f"Graph: reorder must be None or one of {REORDER_METHODS}, "
+                         f"got {reorder!r}")
+    if deferred:
+        raise ValueError("Graph: a deferred build cannot reorder (the ordering reads the edges "
+                         "on the host)")
+    if bipartite:
+        raise ValueError("Graph: a bipartite graph cannot be reordered (its sources and "
+                         "destinations are different node sets)")
+    if torch.compiler.is_compiling():
+        raise RuntimeError("Graph: reorder is not supported inside torch.compile (the ordering "
+                           "runs on the host); build the reordered Graph outside the compiled "
+                           "region and pass it in")
+
+
+def _auto_methods() -> Tuple[str, ...]:
+    """The orderings "auto" tries: the cheap ones, and METIS when libmetis or pymetis is there."""
+    import importlib.util
+    from .distributed.metis import has_libmetis
+    metis = has_libmetis() or importlib.util.find_spec("pymetis") is not None
+    return ("rcm", "degree", "bfs") + (("metis",) if metis else ())
+
+
+def _reorder_graph(graph: "Graph", method: str) -> dict:
+    """Sets ``graph.row_order`` by ``method`` (on the host, once) and returns the stats entries:
+    the method ("auto" resolved, None when it kept the identity), its seconds and, for "auto", the
+    fill of each order tried. "auto" keeps the winner's layout (built on the host)."""
+    from . import reorder
+    start = time.perf_counter()
+    edge_index = torch.stack([graph.col, graph.csr_dst]).cpu()
+    n = graph.num_dst_nodes
+    if method != "auto":
+        perm, layout, fills = reorder.order(edge_index, n, method), None, None
+    else:
+        rowptr, col = graph.rowptr.cpu(), graph.col.cpu()
+        layouts = {"identity": (None, _build_tile_layout(rowptr, col, n, None))}
+        for name in _auto_methods():
+            perm = reorder.order(edge_index, n, name).to(graph.index_dtype)
+            layouts[name] = (perm, _build_tile_layout(rowptr, col, n, perm))
+        fills = {name: layout.fill for name, (_, layout) in layouts.items()}
+        best = max(fills, key=fills.get)  # the first of the best on ties
+        if fills[best] <= fills["identity"] * _AUTO_MIN_FILL_GAIN:
+            best = "identity"
+        perm, layout = layouts[best]
+        method = None if best == "identity" else best
+    graph.row_order = None if perm is None else perm.to(graph.device, graph.index_dtype)
+    if layout is not None:
+        graph._tiles[False] = layout.to(graph.device)._replace(row_order=graph.row_order)
+    stats = {"reorder": method, "reorder_seconds": time.perf_counter() - start}
+    return stats if fills is None else {**stats, "reorder_fills": fills}
 
 
 def _check_edge_index(edge_index: Tensor) -> None:
@@ -169,19 +259,31 @@ class Graph:
         degree_bounds: with ``deferred_error``, upper bounds the caller knows on the longest in- and
             out-row (``-1``: unknown, the default), which become the ops' hints (a sampled block's
             in-degree is at most its fan-out: its ops then run without a heavy-row plan).
+        reorder: None, or a node ordering for the tile layout's row windows (``docs/reorder.md``):
+            ``"rcm"``, ``"degree"``, ``"bfs"``, ``"metis"`` (``iognn.reorder.order`` on the host,
+            once, at the build) or ``"auto"`` (the order among the identity and those whose tile
+            fill is highest; the identity unless one beats its fill by more than 2%). Only the
+            windows change: the CSR arrays, ``eid`` and every op's results stay as without it.
+            Not for bipartite graphs, deferred builds or inside ``torch.compile``.
 
     Attributes:
         max_degree_hints: ``(max in-degree, max out-degree)`` as the build measured them (no extra
             pass, no sync), or ``(-1, -1)`` for a Graph built inside ``torch.compile``, or a
             deferred build's ``degree_bounds``. The CUDA
             ops take them as hints: on a graph without heavy rows each op is one kernel launch.
+        row_order: the ``reorder`` permutation ``perm[new] = old`` in the graph's index dtype and
+            on its device (row ``16 w + r`` of the new order is row r of tile window w), or None
+            (identity). ``stats`` then also holds ``"reorder"`` (the method, ``"auto"`` resolved,
+            None when it kept the identity), ``"reorder_seconds"`` and, for ``"auto"``,
+            ``"reorder_fills"`` (the fill of each order tried).
     """
 
     def __init__(self, edge_index: Tensor, num_nodes: Size = None,
                  self_loops: Union[SelfLoops, int, str] = SelfLoops.KEEP,
                  index_dtype: Optional[torch.dtype] = None, *,
                  deferred_error: Optional[Tensor] = None,
-                 degree_bounds: Tuple[int, int] = (-1, -1)):
+                 degree_bounds: Tuple[int, int] = (-1, -1),
+                 reorder: Optional[str] = None):
         from .adjacency import plain_edge_index  # EdgeIndex subclasses become plain tensors
         edge_index = plain_edge_index(edge_index)
         _check_edge_index(edge_index)
@@ -202,6 +304,7 @@ class Graph:
                 or any(not isinstance(b, int) or b < -1 for b in degree_bounds)):
             raise ValueError(f"Graph: degree_bounds must be two ints >= -1, got {degree_bounds!r}")
         num_src, num_dst = _resolve_size(edge_index, num_nodes)
+        _check_reorder(reorder, deferred_error is not None, num_src != num_dst)
         compiling = torch.compiler.is_compiling()
         force_int64 = index_dtype == torch.int64
         if deferred_error is not None:
@@ -225,9 +328,11 @@ class Graph:
         self.num_input_edges = edge_index.size(1)
         self.num_loops = (0 if self.self_loops == SelfLoops.KEEP else min(num_src, num_dst))
         self._stats: Optional[dict] = None
-        self._tiles: Optional[TileLayout] = None  # built on the host on request (tile_layout)
+        self._tiles: dict = {}  # transposed -> TileLayout, built on request (tile_layout)
         self._csr_dst: Optional[Tensor] = None
         self._edge_index: Optional[Tensor] = None
+        self.row_order: Optional[Tensor] = None
+        self._reorder_stats = {} if reorder is None else _reorder_graph(self, reorder)
 
     @classmethod
     def from_adjacency(cls, adj, num_nodes: Size = None,
@@ -302,11 +407,12 @@ class Graph:
     # ---- degree statistics ------------------------------------------------------------------
     @property
     def stats(self) -> dict:
-        """Degree statistics (computed once, from host copies of the two offset vectors) and the
+        """Degree statistics (computed once, from host copies of the two offset vectors), the
         tile layout's size and fill (``"tiles"``, ``"tile_fill"``: :func:`tile_layout`, built on
-        the first call of ``stats``)."""
+        the first call of ``stats``) and, for a ``reorder`` graph, the reordering's entries."""
         tiles = tile_layout(self)
-        return {**self._degree_stats(), "tiles": tiles.num_tiles, "tile_fill": tiles.fill}
+        return {**self._degree_stats(), "tiles": tiles.num_tiles, "tile_fill": tiles.fill,
+                **self._reorder_stats}
 
     def _degree_stats(self) -> dict:
         """The degree part of :attr:`stats` (what the ops' fallbacks read: no tile build)."""
@@ -373,6 +479,9 @@ class Graph:
             setattr(g, name, getattr(self, name).to(device))
         g._csr_dst = None if self._csr_dst is None else self._csr_dst.to(device)
         g._edge_index = None if self._edge_index is None else self._edge_index.to(device)
+        g.row_order = None if self.row_order is None else self.row_order.to(device)
+        # Built layouts travel with the graph (a copy costs less than a build).
+        g._tiles = {transposed: layout.to(device) for transposed, layout in self._tiles.items()}
         return g
 
     def cpu(self) -> "Graph":

@@ -1,32 +1,36 @@
 """The tile layout (iognn.graph.tile_layout) and the fill statistics against a plain-Python
-reference: row windows of 16 destinations, sorted distinct sources in tiles of 8, bitmaps."""
+reference: row windows of 16 destinations (in a row order when given), sorted distinct sources in
+tiles of 8, bitmaps, edge slots; the transposed layout; the op's errors."""
 import pytest
 import torch
 
 from iognn import Graph, SelfLoops
-from iognn.graph import TILE_COLS, TILE_ROWS, tile_layout
+from iognn.graph import TILE_COLS, TILE_ROWS, TileLayout, tile_layout
 
 from conftest import random_edge_index
 
 
-def reference_layout(graph):
-    """(tiles per window, tile columns, set bits as (tile, row, column), distinct pairs)."""
-    rowptr, col = graph.rowptr.tolist(), graph.col.tolist()
-    num_dst = graph.num_dst_nodes
-    counts, columns, bits, pairs = [], [], set(), set()
+def reference_layout(rowptr, col, order=None):
+    """(tiles per window, tile columns, set bits as (tile, row, column), distinct pairs, the
+    expected (tile, row, column) of every CSR position) of a CSR, windows of rows by ``order``."""
+    rowptr, col = rowptr.tolist(), col.tolist()
+    num_dst = len(rowptr) - 1
+    order = list(range(num_dst)) if order is None else order.tolist()
+    counts, columns, bits, pairs, slots = [], [], set(), set(), [None] * len(col)
     for first in range(0, num_dst, TILE_ROWS):
-        rows = range(first, min(first + TILE_ROWS, num_dst))
+        rows = order[first:first + TILE_ROWS]
         window = sorted({col[e] for r in rows for e in range(rowptr[r], rowptr[r + 1])})
         tiles = -(-len(window) // TILE_COLS)
         base = len(columns) // TILE_COLS
         columns += window + [-1] * (tiles * TILE_COLS - len(window))
         counts.append(tiles)
-        for r in rows:
+        for k, r in enumerate(rows):
             for e in range(rowptr[r], rowptr[r + 1]):
                 slot = window.index(col[e])
-                bits.add((base + slot // TILE_COLS, r - first, slot % TILE_COLS))
+                slots[e] = (base + slot // TILE_COLS, k, slot % TILE_COLS)
+                bits.add(slots[e])
                 pairs.add((r, col[e]))
-    return counts, columns, bits, len(pairs)
+    return counts, columns, bits, len(pairs), slots
 
 
 def set_bits(bitmap):
@@ -35,19 +39,51 @@ def set_bits(bitmap):
             if (words[b // 32] >> (b % 32)) & 1}
 
 
-def check_against_reference(graph):
-    tiles = tile_layout(graph)
-    counts, columns, bits, pairs = reference_layout(graph)
+def decode_slots(edge_slot):
+    return [(s // 128, s % 128 // TILE_COLS, s % TILE_COLS) for s in edge_slot.tolist()]
+
+
+def check_edge_slots(tiles, rowptr, col, order=None):
+    """Every position's slot decodes to a tile of its row's window, that row, a column holding its
+    source and a set bit."""
+    order = torch.arange(rowptr.numel() - 1) if order is None else order.cpu()
+    position = torch.empty_like(order)
+    position[order.long()] = torch.arange(order.numel(), dtype=order.dtype)
+    window_ptr, tile_cols = tiles.window_ptr.tolist(), tiles.tile_cols.tolist()
+    bitmap = tiles.tile_bitmap.tolist()
+    rows = torch.repeat_interleave(torch.arange(rowptr.numel() - 1), rowptr.diff().long())
+    for p, (t, r, c) in enumerate(decode_slots(tiles.edge_slot)):
+        k = int(position[rows[p]])
+        assert window_ptr[k // TILE_ROWS] <= t < window_ptr[k // TILE_ROWS + 1]
+        assert r == k % TILE_ROWS
+        assert tile_cols[t][c] == int(col[p])
+        b = r * TILE_COLS + c
+        assert (bitmap[t][b // 32] >> (b % 32)) & 1
+
+
+def check_layout(tiles, rowptr, col, order=None):
+    """The layout of the CSR (rowptr, col) with windows by ``order`` equals the reference."""
+    check_edge_slots(tiles, rowptr, col, order)
+    counts, columns, bits, pairs, slots = reference_layout(rowptr, col, order)
     assert tiles.window_ptr.dtype == torch.int64
     assert tiles.window_ptr.tolist() == [sum(counts[:w]) for w in range(len(counts) + 1)]
-    assert tiles.tile_cols.dtype == graph.index_dtype
+    assert tiles.tile_cols.dtype == col.dtype
     assert tiles.tile_cols.shape == (tiles.num_tiles, TILE_COLS)
     assert tiles.tile_cols.flatten().tolist() == columns
     assert tiles.tile_bitmap.dtype == torch.int32
     assert tiles.tile_bitmap.shape == (tiles.num_tiles, 4)
     assert set_bits(tiles.tile_bitmap) == bits
+    assert tiles.edge_slot.dtype == torch.int64
+    assert decode_slots(tiles.edge_slot) == slots
     assert tiles.num_pairs == pairs
     return tiles
+
+
+def check_against_reference(graph, transposed=False):
+    tiles = tile_layout(graph, transposed)
+    if transposed:
+        return check_layout(tiles, graph.colptr, graph.row, graph.row_order)
+    return check_layout(tiles, graph.rowptr, graph.col, graph.row_order)
 
 
 def edges(pairs):
@@ -160,3 +196,68 @@ def test_op_rejects_bad_arguments():
         op(torch.tensor([0, 1, 1]), col, 2)
     with pytest.raises(IndexError, match=r"outside \[0, 1\)"):
         op(rowptr, col, 1)
+
+
+def shuffled(n, seed, dtype):
+    return torch.randperm(n, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_row_order_windows_match_the_reference(name, dtype):
+    edge_index, size = SMALL[name]
+    graph = Graph(edge_index, size, index_dtype=dtype)
+    order = shuffled(graph.num_dst_nodes, 6, dtype)
+    tiles = torch.ops.iognn.tile_layout(graph.rowptr, graph.col, graph.num_src_nodes, order)
+    check_layout(TileLayout(*tiles, order), graph.rowptr, graph.col, order)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_transposed_layout_matches_the_reference(name, dtype):
+    edge_index, size = SMALL[name]
+    graph = Graph(edge_index, size, index_dtype=dtype)
+    tiles = check_against_reference(graph, transposed=True)
+    assert tiles.tile_cols.dtype == dtype
+    assert tile_layout(graph, True) is tiles and tile_layout(graph) is not tiles  # one per direction
+
+
+def test_random_graphs_with_a_row_order_match_the_reference():
+    gen = torch.Generator().manual_seed(8)
+    for trial in range(3):
+        n = 40 + 37 * trial
+        graph = Graph(random_edge_index(n, n, 5 * n, gen), n, SelfLoops.ADD_REMAINING)
+        order = shuffled(n, trial, graph.index_dtype)
+        for offsets, indices in ((graph.rowptr, graph.col), (graph.colptr, graph.row)):
+            tiles = torch.ops.iognn.tile_layout(offsets, indices, n, order)
+            check_layout(TileLayout(*tiles, order), offsets, indices, order)
+
+
+def test_a_row_order_that_regroups_shuffled_blocks_fills_every_tile():
+    # Three dense 16 x 16 blocks with their nodes shuffled: the identity windows mix the blocks,
+    # the order that lists each block's nodes together gives full tiles.
+    block = torch.arange(16)
+    src, dst = torch.meshgrid(block, block, indexing="ij")
+    one = torch.stack([src.flatten(), dst.flatten()])
+    perm = shuffled(48, 9, torch.int64)
+    graph = Graph(perm[torch.cat([one, one + 16, one + 32], 1)], 48)
+    assert tile_layout(graph).fill < 1.0
+    order = perm.to(graph.index_dtype)  # window b: perm[16 b .. 16 b + 15], block b's nodes
+    tiles = TileLayout(*torch.ops.iognn.tile_layout(graph.rowptr, graph.col, 48, order), order)
+    check_layout(tiles, graph.rowptr, graph.col, order)
+    assert tiles.num_tiles == 6 and tiles.fill == 1.0
+
+
+def test_op_rejects_a_bad_row_order():
+    op = torch.ops.iognn.tile_layout
+    rowptr, col = torch.tensor([0, 1, 2, 2]), torch.tensor([0, 1])
+    with pytest.raises(ValueError, match="row_order must have 3 entries"):
+        op(rowptr, col, 2, torch.tensor([0, 1]))
+    with pytest.raises(TypeError, match="row_order has dtype"):
+        op(rowptr, col, 2, torch.tensor([0, 1, 2], dtype=torch.int32))
+    with pytest.raises(IndexError, match=r"row_order\[2\] = 3 is outside \[0, 3\)"):
+        op(rowptr, col, 2, torch.tensor([0, 1, 3]))
+    with pytest.raises(IndexError, match=r"row_order\[0\] = -1 is outside"):
+        op(rowptr, col, 2, torch.tensor([-1, 1, 2]))
+    with pytest.raises(ValueError, match=r"row_order\[2\] = 1 repeats an earlier entry"):
+        op(rowptr, col, 2, torch.tensor([0, 1, 1]))
