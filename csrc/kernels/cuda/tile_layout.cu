@@ -135,11 +135,12 @@ __global__ void count_columns_kernel(const key_t* keys, int64_t num_edges, KeyFo
     if (new_column(k)) atomicAdd(window_columns + format.window(keys[k]), 1ull);
 }
 
-// The outputs from the sorted keys: column_rank[k] is the number of condensed columns before key
-// k's (over all windows), window_column_start[w] the number before window w's first.
+// The outputs from the sorted keys: columns_through[k] is the number of condensed columns (over all
+// windows) up to and including key k's, window_column_start[w] the number before window w's first,
+// so key k's column is number columns_through[k] - 1 - window_column_start[w] of its window.
 template <typename index_t>
 __global__ void fill_kernel(const key_t* keys, const index_t* positions,
-                            const long long* column_rank, const long long* window_column_start,
+                            const long long* columns_through, const long long* window_column_start,
                             const int64_t* window_ptr, int64_t num_edges, KeyFormat format,
                             index_t* tile_cols, uint32_t* tile_bitmap, int64_t* edge_slot) {
   const NewColumn new_column{keys};
@@ -148,7 +149,7 @@ __global__ void fill_kernel(const key_t* keys, const index_t* positions,
        k += int64_t(gridDim.x) * blockDim.x) {
     const key_t key = keys[k];
     const int64_t w = format.window(key);
-    const int64_t slot = column_rank[k] - window_column_start[w];
+    const int64_t slot = columns_through[k] - 1 - window_column_start[w];
     const int64_t tile = window_ptr[w] + slot / kTileCols;
     const int64_t bit = format.row(key) * kTileCols + slot % kTileCols;
     edge_slot[positions[k]] = tile * kTileSlots + bit;
@@ -250,7 +251,7 @@ DeviceTileLayout<index_t> build_tile_layout_cuda(const index_t* rowptr, const in
   cub::DoubleBuffer<key_t> keys(blocks.scratch<key_t>(num_edges), blocks.scratch<key_t>(num_edges));
   cub::DoubleBuffer<index_t> positions(blocks.scratch<index_t>(num_edges),
                                        blocks.scratch<index_t>(num_edges));
-  long long* column_rank = blocks.scratch<long long>(num_edges);
+  long long* columns_through = blocks.scratch<long long>(num_edges);
   auto* window_columns = blocks.scratch<unsigned long long>(num_windows);
   long long* window_column_start = blocks.scratch<long long>(num_windows);
   if (num_windows > 0)
@@ -269,9 +270,9 @@ DeviceTileLayout<index_t> build_tile_layout_cuda(const index_t* rowptr, const in
     IOGNN_CUDA_CHECK_LAUNCH("tile_layout count_columns_kernel");
     const auto first = thrust::counting_iterator<int64_t>(0);
     run_cub(blocks, [&](void* temp, size_t& bytes) {
-      return cub::DeviceScan::ExclusiveSum(
+      return cub::DeviceScan::InclusiveSum(
           temp, bytes, thrust::make_transform_iterator(first, NewColumn{keys.Current()}),
-          column_rank, num_edges, stream);
+          columns_through, num_edges, stream);
     });
     run_cub(blocks, [&](void* temp, size_t& bytes) {
       return cub::DeviceReduce::Sum(
@@ -312,7 +313,7 @@ DeviceTileLayout<index_t> build_tile_layout_cuda(const index_t* rowptr, const in
     IOGNN_CUDA_CHECK(cudaMemsetAsync(out.tile_bitmap, 0,
                                      size_t(out.num_tiles * kTileWords) * sizeof(uint32_t), stream));
     fill_kernel<<<grid_for(num_edges), kThreads, 0, stream>>>(
-        keys.Current(), positions.Current(), column_rank, window_column_start, out.window_ptr,
+        keys.Current(), positions.Current(), columns_through, window_column_start, out.window_ptr,
         num_edges, format, out.tile_cols, out.tile_bitmap, out.edge_slot);
     IOGNN_CUDA_CHECK_LAUNCH("tile_layout fill_kernel");
   }

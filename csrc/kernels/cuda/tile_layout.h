@@ -6,7 +6,7 @@
 //   2. key every CSR position p by (window, source, row in window) of its pair, the window and row
 //      from the position of p's row in row_order, and radix-sort the keys with p as the value;
 //   3. the first key of each (window, source) run is a condensed column: count them per window
-//      (window_ptr from the tile counts), rank them (exclusive scans); the first key of each full
+//      (window_ptr from the tile counts) and number them (scans); the first key of each full
 //      key run is a distinct pair (num_pairs);
 //   4. one synchronisation reads the tile count, num_pairs and the flag (a bad input is then named
 //      by the host check on host copies: the error path only);
