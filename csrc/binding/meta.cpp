@@ -8,12 +8,14 @@
 
 #include "binding/attention_ops.h"
 #include "binding/propagate_ops.h"
+#include "binding/propagate_tiles_ops.h"
 #include "binding/segment_reduce_ops.h"
 
 namespace iognn::torch_ext {
 
 TORCH_LIBRARY_IMPL(iognn, Meta, m) {
   propagate::register_propagate<MetaBackend>(m);
+  propagate::register_propagate_tiles<MetaBackend>(m);
   segment_reduce::register_segment_reduce<MetaBackend>(m);
   attention::register_attention<MetaBackend>(m);
 }

@@ -23,6 +23,22 @@
 //   Python and tests               python/iognn/ops/propagate.py (wrapper);
 //                                  tests/python/test_propagate{,_cuda}.py,
 //                                  tests/cpp/test_cpu_kernels.cpp
+//
+// The tile path (block-sparse, Tensor Cores on a GPU) computes the same sums over the graph's tile
+// layout (core/tiles.h: row windows of 16 destinations, 8-wide tiles of condensed source columns):
+//
+//   tile_values:  vals[slot(p)] += w[p] * scale(target(p))   for every walked CSR position p
+//   tile_spmm:    out[row_order[16 w + r], :] = sum_{t in window w, c} vals[t, r, c] * x[cols[t, c], :]
+//                                              (+ bias[:])
+//
+// vals is [num_tiles, 16, 8] in the accumulation type, 0 where a tile holds no edge; duplicate
+// edges add into one slot, in CSR order (one thread per walked row: deterministic). The row scale
+// (1 / deg for mean) is folded into the values, so one tile SpMM serves the forward (the CSR's
+// layout) and backward_x (the transposed CSR's layout, values w[csc2csr[q]] / deg(row[q])).
+// backward_weight stays on the CSR kernels. Places: kernels/cpu/propagate_tiles.{h,cpp} (host
+// twin), kernels/cuda/propagate_tiles.{h,cu} (Tensor Cores: TF32 for fp32, fp16 / bf16, fp32
+// accumulation), the same binding files as above, python/iognn/ops/propagate_tiles.py (autograd
+// and the path choice), tests/python/test_propagate_tiles{,_cuda}.py.
 #pragma once
 
 namespace iognn {

@@ -9,7 +9,9 @@
 
 #include "binding/cuda/device_scope.h"
 #include "binding/propagate_ops.h"
+#include "binding/propagate_tiles_ops.h"
 #include "kernels/cuda/propagate.h"
+#include "kernels/cuda/propagate_tiles.h"
 
 namespace iognn::torch_ext {
 namespace {
@@ -56,10 +58,33 @@ struct CudaPropagate {
                                             a.grad_w, ws, n, s.stream);
     });
   }
+  template <typename acc, typename I>
+  static void tile_values(const Scope& s, const TileValuesArgs<acc, I>& a) {
+    translate_errors([&] {
+      cuda::tile_values<acc, I>(a.ptr, a.edge_slot, a.weight, a.perm, a.target, a.deg_ptr,
+                                a.num_rows, a.vals, s.stream);
+    });
+  }
+  // Tensor Cores take fp32 (as TF32), fp16 and bf16; fp64 stays on the CSR kernels.
+  template <typename T, typename I>
+  static void tile_spmm(const Scope& s, const TileSpmmArgs<T, I>& a) {
+    if constexpr (std::is_same_v<T, double>) {
+      TORCH_CHECK_NOT_IMPLEMENTED(false, "iognn::propagate_tiles: float64 features have no "
+                                         "Tensor Core path on CUDA (use the CSR path)");
+    } else {
+      translate_errors([&] {
+        cuda::tile_spmm<T, I>(a.window_ptr, a.tile_cols, a.row_order, a.vals, a.x, a.x_stride,
+                              a.num_rows, a.F, a.bias, a.out, s.stream);
+      });
+    }
+  }
 };
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(iognn, CUDA, m) { propagate::register_propagate<CudaPropagate>(m); }
+TORCH_LIBRARY_IMPL(iognn, CUDA, m) {
+  propagate::register_propagate<CudaPropagate>(m);
+  propagate::register_propagate_tiles<CudaPropagate>(m);
+}
 
 }  // namespace iognn::torch_ext

@@ -52,7 +52,13 @@ def propagate(graph, x: Tensor, edge_weight: Optional[Tensor] = None, reduce: st
 def propagate_csr(graph, x: Tensor, csr_weight: Optional[Tensor], reduce: str,
                   bias: Optional[Tensor] = None) -> Tensor:
     """``propagate`` with the weights already in the graph's CSR order and the accumulation dtype
-    (``graph.csr_edge_values``), checked by the C++ op alone: the layers' hot path."""
+    (``graph.csr_edge_values``), checked by the C++ op alone: the layers' hot path. A graph whose
+    ``tile_policy`` is not ``"csr"`` may run on the tile path (``ops/propagate_tiles.py``)."""
+    if getattr(graph, "tile_policy", "csr") != "csr":
+        from . import propagate_tiles
+        paths = propagate_tiles.choose(graph, x, csr_weight, reduce)
+        if any(paths):
+            return propagate_tiles.tile_propagate(graph, x, csr_weight, reduce, bias, *paths)
     return torch.ops.iognn.propagate(graph.rowptr, graph.col, graph.colptr, graph.row,
                                      graph.csc2csr, csr_weight, x, reduce, bias,
                                      *graph.max_degree_hints)
