@@ -22,8 +22,9 @@ from .nn._share import build_shared
 from .nn.aggr.resolver import from_pyg_aggregation
 
 _LAYERS = ("GCNConv", "SAGEConv", "GINConv", "GINEConv", "GraphConv", "GATConv", "GATv2Conv",
-           "TransformerConv", "PNAConv")
+           "TransformerConv", "AGNNConv", "PNAConv")
 _ATTENTION = ("GATConv", "GATv2Conv", "TransformerConv")
+_SUM_ONLY = _ATTENTION + ("AGNNConv",)  # layers on the attention ops, which sum the messages
 _PROPAGATE_HOOKS = ("_propagate_forward_pre_hooks", "_propagate_forward_hooks",
                     "_message_forward_pre_hooks", "_message_forward_hooks",
                     "_aggregate_forward_pre_hooks", "_aggregate_forward_hooks",
@@ -52,7 +53,8 @@ def accelerate(model: torch.nn.Module) -> AccelerateReport:
     """Replaces the supported PyG layers of ``model`` by iognn layers sharing their parameters.
 
     Supported: GCNConv, SAGEConv, GINConv, GINEConv, GraphConv, GATConv, GATv2Conv,
-    TransformerConv, PNAConv and the Sum/Mean/Min/Max/Var/Std/Multi/DegreeScaler aggregations.
+    TransformerConv, AGNNConv, PNAConv and the Sum/Mean/Min/Max/Var/Std/Multi/DegreeScaler
+    aggregations.
     Returns an :class:`AccelerateReport`.
     """
     if not isinstance(model, torch.nn.Module):
@@ -114,7 +116,7 @@ def _unsupported_reason(module) -> Optional[str]:
     if any(getattr(module, h, None) for h in _PROPAGATE_HOOKS + _MODULE_HOOKS):
         return "has registered hooks"
     name = type(module).__name__
-    if name in _ATTENTION and module.aggr not in ("add", "sum"):
+    if name in _SUM_ONLY and module.aggr not in ("add", "sum"):
         return f"aggr={module.aggr!r} (iognn's attention sums)"
     if name in _ATTENTION + ("PNAConv",) and module.node_dim != 0:
         return f"node_dim={module.node_dim}"
@@ -154,6 +156,7 @@ _OVERRIDES: Dict[str, Callable[[torch.nn.Module], Dict]] = {
     "GATConv": lambda m: dict(bias=m.bias is not None),
     "GATv2Conv": lambda m: dict(bias=m.bias is not None),
     "TransformerConv": lambda m: dict(bias=m.lin_key.bias is not None),
+    "AGNNConv": lambda m: {},  # requires_grad and add_self_loops are PyG attributes
     "PNAConv": _pna_args,
 }
 

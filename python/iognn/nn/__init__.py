@@ -9,14 +9,15 @@ from .aggr import (Aggregation, DegreeScalerAggregation, MaxAggregation, MeanAgg
                    MinAggregation, MultiAggregation, StdAggregation, SumAggregation,
                    VarAggregation)
 from ._graph import forget_graphs
-from .conv import (FastRGCNConv, GATConv, GATv2Conv, GatedGraphConv, GCNConv, GINConv, GINEConv,
-                   GraphConv, PNAConv, RGATConv, RGCNConv, SAGEConv, TransformerConv,
+from .conv import (AGNNConv, FastRGCNConv, GATConv, GATv2Conv, GatedGraphConv, GCNConv, GINConv,
+                   GINEConv, GraphConv, PNAConv, RGATConv, RGCNConv, SAGEConv, TransformerConv,
                    TypedGatedGraphConv)
 from .linear import Linear
 
 __all__ = ["Linear", "GCNConv", "SAGEConv", "GINConv", "GINEConv", "GraphConv", "GATConv",
-           "GATv2Conv", "TransformerConv", "PNAConv", "GatedGraphConv", "TypedGatedGraphConv",
-           "RGCNConv", "FastRGCNConv", "RGATConv", "HeteroConv", "to_hetero", "aggr",
+           "GATv2Conv", "TransformerConv", "AGNNConv", "PNAConv", "GatedGraphConv",
+           "TypedGatedGraphConv", "RGCNConv", "FastRGCNConv", "RGATConv", "HeteroConv",
+           "to_hetero", "aggr",
            "Aggregation", "SumAggregation", "MeanAggregation",
            "MinAggregation", "MaxAggregation", "VarAggregation", "StdAggregation",
            "MultiAggregation", "DegreeScalerAggregation", "forget_graphs"]

@@ -8,6 +8,7 @@ raises ``NotImplementedError``; the layers cannot be compiled with ``torch.jit.s
 ``torch.compile``); PyG's private machinery (``propagate``, ``message``, ``aggregate``,
 ``jittable()``, ``_alpha``, explain mode) does not exist. Each class's docstring lists its own.
 """
+from .agnn_conv import AGNNConv
 from .gat_conv import GATConv
 from .gated_graph_conv import GatedGraphConv
 from .gatv2_conv import GATv2Conv
@@ -22,5 +23,5 @@ from .transformer_conv import TransformerConv
 from .typed_gated_graph_conv import TypedGatedGraphConv
 
 __all__ = ["GCNConv", "SAGEConv", "GINConv", "GINEConv", "GraphConv", "GATConv", "GATv2Conv",
-           "TransformerConv", "PNAConv", "GatedGraphConv", "TypedGatedGraphConv", "RGCNConv",
-           "FastRGCNConv", "RGATConv"]
+           "TransformerConv", "AGNNConv", "PNAConv", "GatedGraphConv", "TypedGatedGraphConv",
+           "RGCNConv", "FastRGCNConv", "RGATConv"]
