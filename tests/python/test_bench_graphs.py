@@ -15,6 +15,10 @@ SPECS = {
     "uniform:3000:6": (3000, 3000 * 6),
     "grid:1024": (1024, 4 * 1024),
     "grid:1000": (961, 4 * 961),  # rounded down to 31 x 31
+    "grid:400:shuffle": (400, 4 * 400),
+    "mesh3d:1000": (1000, 6 * 1000),
+    "mesh3d:999": (729, 6 * 729),  # rounded down to 9 x 9 x 9
+    "mesh3d:512:shuffle": (512, 6 * 512),
     "sbm:3000:6:5:1": (3000, 3000 * 6),
     "rmat:11:8": (2048, 2048 * 8),
     "batch:50:40:4": (2000, 2000 * 4),
@@ -45,7 +49,7 @@ def test_generator_is_deterministic_by_seed(spec):
     b, _ = generate(spec, seed=11)
     assert torch.equal(a, b)
     c, _ = generate(spec, seed=12)
-    if spec.startswith("grid"):
+    if spec.startswith(("grid", "mesh3d")) and not spec.endswith("shuffle"):
         assert torch.equal(a, c)  # the lattice has no randomness
     else:
         assert not torch.equal(a, c)
@@ -85,24 +89,47 @@ def test_powerlaw_default_exponent_and_edge_loss():
     assert 0.7 * n * 10 < edge_index.size(1) < n * 10
 
 
-def test_grid_degrees():
-    side = 12
-    edge_index, n = generate(f"grid:{side * side + 5}", seed=0)  # rounded down to 12 x 12
-    assert n == side * side
-    assert edge_index.size(1) == 4 * side * (side - 1)
-    deg_in = torch.bincount(edge_index[1], minlength=n).view(side, side)
-    deg_out = torch.bincount(edge_index[0], minlength=n).view(side, side)
+LATTICES = [("grid", 2, 12), ("mesh3d", 3, 7)]  # (kind, dimensions, side)
+
+
+@pytest.mark.parametrize("kind, dims, side", LATTICES, ids=[k for k, _, _ in LATTICES])
+def test_lattice_degrees(kind, dims, side):
+    edge_index, n = generate(f"{kind}:{side ** dims + 5}", seed=0)  # rounded down to side^dims
+    assert n == side ** dims
+    assert edge_index.size(1) == 2 * dims * side ** (dims - 1) * (side - 1)
+    deg_in = torch.bincount(edge_index[1], minlength=n).view((side,) * dims)
+    deg_out = torch.bincount(edge_index[0], minlength=n).view((side,) * dims)
     assert torch.equal(deg_in, deg_out)
-    assert bool((deg_in[1:-1, 1:-1] == 4).all())
-    border = torch.cat([deg_in[0, 1:-1], deg_in[-1, 1:-1], deg_in[1:-1, 0], deg_in[1:-1, -1]])
-    assert bool((border == 3).all())
-    assert sorted(deg_in[[0, 0, -1, -1], [0, -1, 0, -1]].tolist()) == [2, 2, 2, 2]
+    # a node has 2 neighbours along each axis, 1 along each axis where it lies on the border
+    coords = torch.stack(torch.meshgrid(*[torch.arange(side)] * dims, indexing="ij"))
+    on_border = ((coords == 0) | (coords == side - 1)).sum(0)
+    assert torch.equal(deg_in, 2 * dims - on_border)
+    assert bool((deg_in[(slice(1, -1),) * dims] == 2 * dims).all())  # interior
+    assert int((deg_in == dims).sum()) == 2 ** dims  # the corners
     # both directions of every edge, neighbours one step apart on the lattice
     keys = set(edge_keys(edge_index, n).tolist())
     assert all(d * n + s in keys for s, d in edge_index.t().tolist())
-    row, col = edge_index // side, edge_index % side
-    steps = (row[0] - row[1]).abs() + (col[0] - col[1]).abs()
+    steps = torch.zeros(edge_index.size(1), dtype=torch.long)
+    for axis in range(dims):
+        coord = edge_index // side ** axis % side
+        steps += (coord[0] - coord[1]).abs()
     assert bool((steps == 1).all())
+
+
+@pytest.mark.parametrize("kind, dims, side", LATTICES, ids=[k for k, _, _ in LATTICES])
+def test_lattice_shuffle_relabels_the_nodes(kind, dims, side):
+    """``:shuffle`` is the lattice with its node ids permuted by ``randperm`` of the seed: the
+    same graph, its row-major locality gone."""
+    n = side ** dims
+    plain, _ = generate(f"{kind}:{n}", seed=0)
+    shuffled, count = generate(f"{kind}:{n}:shuffle", seed=9)
+    assert count == n and shuffled.size(1) == plain.size(1)
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(9))
+    relabelled = torch.sort(edge_keys(perm[plain], n)).values
+    assert torch.equal(relabelled, edge_keys(shuffled, n))
+    # row-major ids put lattice neighbours at most side^(dims-1) apart; shuffled ids do not
+    assert int((plain[0] - plain[1]).abs().max()) == side ** (dims - 1)
+    assert float((shuffled[0] - shuffled[1]).abs().float().mean()) > n / 5
 
 
 def test_batch_block_structure():
@@ -151,6 +178,8 @@ def test_degree_stats_exact():
     ("powerlaw:10:2:2:2", "takes 2 to 3 fields"),
     ("uniform:ten:2", "uniform:ten:2"),
     ("grid:0", "positive"),
+    ("grid:100:shuffled", "expected 'shuffle' as the last field, got 'shuffled'"),
+    ("mesh3d:100:shuffle:1", "takes 1 to 2 fields"),
     ("powerlaw:100:4:0.5", "exponent must be > 1"),
     ("sbm:10:20:1:1", "blocks"),
     ("rmat:40:2", "scale"),
@@ -203,6 +232,26 @@ def test_dataset_names_match_stats_json():
     assert set(datasets.DATASETS) <= set(stats)
     edge_index, n = load_graph("Cora")  # case-insensitive
     assert n == stats["cora"]["nodes"]
+
+
+# name -> (nodes, stored (undirected) edges, maximum degree), as in the data folder's STATS.json
+ROADS = {"road-usroads-48": (126146, 161950, 7), "road-usroads": (129164, 165435, 7),
+         "road-luxembourg-osm": (114599, 119666, 6), "road-minnesota": (2642, 3303, 5)}
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("name", sorted(ROADS))
+def test_road_networks_load_as_bench_graphs(name):
+    """The MatrixMarket road graphs (one triangle stored) as bench graphs: both directions of
+    each stored edge, nothing else."""
+    if not (datasets.data_root() / "road_networks" / f"{name}.mtx").is_file():
+        pytest.skip(f"{name} absent from the data folder (set IOGNN_DATA)")
+    nodes, stored, max_degree = ROADS[name]
+    edge_index, n = load_graph(name)
+    assert (n, edge_index.size(1)) == (nodes, 2 * stored)
+    assert degree_stats(edge_index, n)["in_degree_max"] == max_degree
+    keys = edge_keys(edge_index, n)
+    assert torch.equal(keys, torch.sort(edge_keys(edge_index.flip(0), n)).values)
 
 
 def test_missing_data_folder_is_reported(tmp_path):

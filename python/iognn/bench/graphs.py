@@ -22,9 +22,14 @@ Generators (all vectorised; a 1M-node / 16M-edge graph takes seconds on a CPU):
       about 17% at 1M nodes, avgdeg 16, exponent 2.1 (max in-degree about 200k), and by under 1% at
       exponent 2.5. The hubs are the point: they are the super-nodes that stress a kernel.
   ``uniform:N:avgdeg``  Erdos-Renyi-like: N*avgdeg uniformly random pairs, loops/duplicates dropped.
-  ``grid:N``  a side x side 4-neighbour lattice with side = floor(sqrt(N)), both directions of every
-      edge: N is rounded down to side^2 when it is not a perfect square. Node id = row*side + col;
-      interior nodes have degree 4, border nodes 3, corners 2.
+  ``grid:N[:shuffle]``  a side x side 4-neighbour lattice with side = floor(sqrt(N)), both
+      directions of every edge: N is rounded down to side^2 when it is not a perfect square. Node
+      id = row*side + col; interior nodes have degree 4, border nodes 3, corners 2.
+  ``mesh3d:N[:shuffle]``  the same in 3-D: a side^3 6-neighbour lattice, side = floor(cbrt(N)),
+      node id = (plane*side + row)*side + col; interior degree 6, face 5, edge 4, corner 3.
+      The lattices are deterministic; ``shuffle`` permutes their node ids at random (drawn from
+      ``seed``), which scatters the neighbours that the row-major ids keep close, so that a
+      reordering has a locality to recover.
   ``sbm:N:blocks:deg_in:deg_out``  stochastic block model with ``blocks`` contiguous blocks (block b
       holds nodes [b*N//blocks, (b+1)*N//blocks)). Each node draws on average ``deg_in`` edges to
       uniformly chosen nodes of its own block and ``deg_out`` edges to uniformly chosen nodes of the
@@ -103,17 +108,49 @@ def uniform(num_nodes: int, avg_degree: float, *, seed: int = 0, device: Device 
     return simplify(src, dst, num_nodes), num_nodes
 
 
-def grid(num_nodes: int, *, seed: int = 0, device: Device = None) -> EdgeList:
-    """Deterministic (``seed`` is accepted for a uniform signature and ignored)."""
-    del seed
+def grid(num_nodes: int, shuffle: bool = False, *, seed: int = 0,
+         device: Device = None) -> EdgeList:
+    """``seed`` only draws the shuffle: without it the lattice has no randomness."""
+    return _lattice(num_nodes, 2, shuffle, seed, device)
+
+
+def mesh3d(num_nodes: int, shuffle: bool = False, *, seed: int = 0,
+           device: Device = None) -> EdgeList:
+    """``seed`` only draws the shuffle: without it the lattice has no randomness."""
+    return _lattice(num_nodes, 3, shuffle, seed, device)
+
+
+def _lattice(num_nodes: int, dims: int, shuffle: bool, seed: int, device: Device) -> EdgeList:
+    """The ``side^dims`` lattice (side the integer dims-th root of num_nodes) with an edge both
+    ways between nodes one step apart along one axis; node ids row-major, or shuffled."""
     device = torch.device(device or "cpu")
-    side = math.isqrt(num_nodes)
-    ids = torch.arange(side * side, device=device).view(side, side)
-    right = torch.stack([ids[:, :-1].reshape(-1), ids[:, 1:].reshape(-1)])
-    down = torch.stack([ids[:-1, :].reshape(-1), ids[1:, :].reshape(-1)])
-    one_way = torch.cat([right, down], dim=1)
+    side = _integer_root(num_nodes, dims)
+    size = side ** dims
+    ids = torch.arange(size, device=device).view((side,) * dims)
+    one_way = torch.cat([torch.stack([ids.narrow(axis, 0, side - 1).reshape(-1),
+                                      ids.narrow(axis, 1, side - 1).reshape(-1)])
+                         for axis in range(dims)], dim=1)
     both = torch.cat([one_way, one_way.flip(0)], dim=1)
-    return simplify(both[0], both[1], side * side), side * side
+    if shuffle:
+        both = torch.randperm(size, generator=_generator(seed, device), device=device)[both]
+    return simplify(both[0], both[1], size), size
+
+
+def _integer_root(n: int, k: int) -> int:
+    """The largest r with r^k <= n (exact, where a float root may be one off)."""
+    r = int(round(n ** (1.0 / k)))
+    while r ** k > n:
+        r -= 1
+    while (r + 1) ** k <= n:
+        r += 1
+    return r
+
+
+def _shuffle_flag(field: str) -> bool:
+    """The optional last field of the lattice specs."""
+    if field != "shuffle":
+        raise ValueError(f"expected 'shuffle' as the last field, got {field!r}")
+    return True
 
 
 def sbm(num_nodes: int, blocks: int, deg_in: float, deg_out: float, *, seed: int = 0,
@@ -199,7 +236,8 @@ def batch(num_graphs: int, nodes: int, degree: float, *, seed: int = 0,
 GENERATORS: Dict[str, Tuple[Callable[..., EdgeList], Tuple[type, ...], int]] = {
     "powerlaw": (powerlaw, (int, float, float), 2),
     "uniform": (uniform, (int, float), 2),
-    "grid": (grid, (int,), 1),
+    "grid": (grid, (int, _shuffle_flag), 1),
+    "mesh3d": (mesh3d, (int, _shuffle_flag), 1),
     "sbm": (sbm, (int, int, float, float), 4),
     "rmat": (rmat, (int, float), 2),
     "batch": (batch, (int, int, float), 3),
