@@ -13,6 +13,7 @@ import iognn
 import iognn.nn as io_nn
 
 from conftest import GRAPH_CASES, random_edge_index, sizes, tolerance
+from test_nn_adjacency import builds  # noqa: F401  (the fixture counting Graph builds)
 from test_nn_basic import SUPERNODE_TOL, assert_parity
 
 # torch's beta warnings about sparse CSR/CSC support and PyG's COO-to-CSR conversion notices
@@ -192,16 +193,7 @@ def test_prebuilt_graph_gives_the_edge_index_result():
         plain(x, replace)
 
 
-def test_graph_is_built_once_per_adjacency(monkeypatch):
-    from iognn.nn import _graph
-    builds = []
-
-    class CountingGraph(iognn.Graph):
-        def __init__(self, *args, **kwargs):
-            builds.append(1)
-            super().__init__(*args, **kwargs)
-
-    monkeypatch.setattr(_graph, "Graph", CountingGraph)
+def test_graph_is_built_once_per_adjacency(builds):
     edge_index, n = adjacency_case()
     x = node_features(n)
     first, second = io_nn.AGNNConv(), io_nn.AGNNConv()
