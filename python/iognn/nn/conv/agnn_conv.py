@@ -16,14 +16,12 @@ from torch.nn import Parameter
 
 from ...ops.attention import transformer_attention
 from .._amp import autocast_input, like
-from .._doc import shared_doc
 from .._graph import structural_adjacency
 from ._attention import attention_sizes, check_static
 from ._common import (MessagePassingArgs, MessagePassingModule, check_attention_aggr,
                       node_major)
 
 
-@shared_doc
 class AGNNConv(MessagePassingModule):
     r"""Attention-based propagation, replacing ``torch_geometric.nn.AGNNConv`` (Thekumparampil
     et al., "Attention-based Graph Neural Network for Semi-Supervised Learning", 2018).
@@ -62,9 +60,13 @@ class AGNNConv(MessagePassingModule):
 
     iognn differences:
         - ``[B, N, F]`` features raise ``ValueError`` (PyG fails with a shape error).
-        - torch.sparse adjacencies PyG's unfused path cannot read (uncoalesced COO, CSC)
-          without self-loops are computed on the stored entries.
-        {attention_unsupported}
+        - torch.sparse adjacencies PyG cannot read (a CSC matrix; an uncoalesced COO one
+          without self-loops) are computed: on the stored entries, or with self-loops on the
+          coalesced matrix as for the others.
+        - ``aggr`` other than ``'add'`` / ``'sum'`` and ``flow='target_to_source'`` raise
+          ``NotImplementedError``; a ``node_dim`` other than -2 or 0 raises ``ValueError`` at
+          the forward; not scriptable with ``torch.jit.script``; no ``propagate`` / ``message``
+          or explain machinery.
     """
 
     def __init__(self, requires_grad: bool = True, add_self_loops: bool = True, **kwargs):
