@@ -14,8 +14,6 @@ namespace {
 using namespace nvcuda;
 
 constexpr int kWarps = 4;                // warps per block, one row window each
-constexpr int kChunk = 64;               // output features per warp; grid.y covers F
-constexpr int kFrags = kChunk / 16;      // 16-wide MMA output blocks per warp
 constexpr int kRows = int(kTileRows);    // 16
 constexpr int kCols = int(kTileCols);    // 8
 
@@ -55,7 +53,7 @@ struct Mma<bf16_t> {
 };
 
 // One warp's staging area: the A block, then the B rows, which the epilogue reuses for C.
-template <typename T>
+template <typename T, int kChunk>
 struct alignas(32) WarpStage {
   using In = typename Mma<T>::In;
   static constexpr int K = Mma<T>::K;
@@ -66,8 +64,32 @@ struct alignas(32) WarpStage {
   } bc;
 };
 
-// V elements of x per load (V > 1 only when the host checked alignment and F % V == 0).
-template <typename T, typename index_t, int V>
+// What a lane fetches for one step, a step ahead: the source of B row `lane` (lanes < K) and its
+// share of the A values.
+template <int K>
+struct StepFetch {
+  static constexpr int kA = kRows * K / 32;  // A values per lane
+  int64_t src;
+  float a[kA];
+
+  template <typename index_t>
+  __device__ void load(const index_t* tile_cols, const float* vals, int64_t t, int64_t te,
+                       int lane) {
+    const int64_t tile = t + lane / kCols;
+    src = lane < K && tile < te ? int64_t(__ldg(tile_cols + tile * kCols + lane % kCols)) : -1;
+#pragma unroll
+    for (int j = 0; j < kA; ++j) {
+      const int e = lane + 32 * j, r = e / K, k = e % K;
+      const int64_t at = t + k / kCols;
+      a[j] = at < te ? __ldg(vals + (at * kRows + r) * kCols + k % kCols) : 0.0f;
+    }
+  }
+};
+
+// One warp per (row window, kChunk output features). V elements of x per load (V > 1 only when
+// the host checked alignment and F % V == 0). Each step's column ids and A values are loaded a
+// step ahead, so the gathers of x are the only loads a step waits for.
+template <typename T, typename index_t, int V, int kChunk>
 __global__ void __launch_bounds__(kWarps * 32)
     tile_spmm_kernel(const int64_t* __restrict__ window_ptr, const index_t* __restrict__ tile_cols,
                      const index_t* __restrict__ row_order, const float* __restrict__ vals,
@@ -77,12 +99,14 @@ __global__ void __launch_bounds__(kWarps * 32)
   using M = Mma<T>;
   using In = typename M::In;
   constexpr int K = M::K;
+  constexpr int kFrags = kChunk / 16;
+  constexpr int kPerRow = kChunk / V;
   static_assert(sizeof(In) == sizeof(T), "B rows are copied bit for bit");
-  __shared__ WarpStage<T> stages[kWarps];
+  __shared__ WarpStage<T, kChunk> stages[kWarps];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t w = int64_t(blockIdx.x) * kWarps + warp;
   if (w >= num_windows) return;  // warps never synchronise with each other
-  WarpStage<T>& st = stages[warp];
+  WarpStage<T, kChunk>& st = stages[warp];
   const int64_t f0 = int64_t(blockIdx.y) * kChunk;
 
   wmma::fragment<wmma::accumulator, 16, 16, K, float> acc[kFrags];
@@ -90,22 +114,19 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int n = 0; n < kFrags; ++n) wmma::fill_fragment(acc[n], 0.0f);
 
   const int64_t tb = window_ptr[w], te = window_ptr[w + 1];
-  for (int64_t t = tb; t < te; t += K / kCols) {
-    // A: the values of this step's K columns (a column past the window's last tile is 0).
+  constexpr int kStep = K / kCols;  // tiles per step
+  StepFetch<K> next;
+  if (tb < te) next.load(tile_cols, vals, tb, te, lane);
+  for (int64_t t = tb; t < te; t += kStep) {
+    const StepFetch<K> cur = next;
+    if (t + kStep < te) next.load(tile_cols, vals, t + kStep, te, lane);
 #pragma unroll
-    for (int e = lane; e < kRows * K; e += 32) {
-      const int r = e / K, k = e % K;
-      const int64_t tile = t + k / kCols;
-      const float v = tile < te ? vals[(tile * kRows + r) * kCols + k % kCols] : 0.0f;
-      st.a[e] = M::from_float(v);
-    }
+    for (int j = 0; j < StepFetch<K>::kA; ++j) st.a[lane + 32 * j] = M::from_float(cur.a[j]);
     // B: the K source rows' features [f0, f0 + kChunk), zeros for padding and past F.
-    constexpr int kPerRow = kChunk / V;
 #pragma unroll
     for (int e = lane; e < K * kPerRow; e += 32) {
       const int k = e / kPerRow, f = (e % kPerRow) * V;
-      const int64_t tile = t + k / kCols;
-      const int64_t src = tile < te ? int64_t(tile_cols[tile * kCols + k % kCols]) : -1;
+      const int64_t src = __shfl_sync(0xffffffffu, cur.src, k);
       Pack<T, V> p;
       if (src >= 0 && f0 + f < F) {
         p = load_pack<T, V>(x + src * x_stride + f0 + f);
@@ -177,22 +198,36 @@ void tile_values(const index_t* ptr, const int64_t* edge_slot, const acc* weight
   IOGNN_CUDA_CHECK_LAUNCH("tile_values");
 }
 
+// Launches with kChunk output features per warp (grid.y = the chunks of F).
+template <typename T, typename index_t, int kChunk>
+void launch_tile_spmm(const int64_t* window_ptr, const index_t* tile_cols,
+                      const index_t* row_order, const float* vals, const T* x, int64_t x_stride,
+                      int64_t num_rows, int64_t F, const T* bias, T* out, cudaStream_t stream) {
+  const int64_t windows = num_tile_windows(num_rows);
+  const dim3 grid(unsigned((windows + kWarps - 1) / kWarps), unsigned((F + kChunk - 1) / kChunk));
+  constexpr int V = kVec<T>;
+  if (is_aligned16(x) && x_stride % V == 0 && F % V == 0)
+    tile_spmm_kernel<T, index_t, V, kChunk><<<grid, kWarps * 32, 0, stream>>>(
+        window_ptr, tile_cols, row_order, vals, x, x_stride, num_rows, windows, F, bias, out);
+  else
+    tile_spmm_kernel<T, index_t, 1, kChunk><<<grid, kWarps * 32, 0, stream>>>(
+        window_ptr, tile_cols, row_order, vals, x, x_stride, num_rows, windows, F, bias, out);
+  IOGNN_CUDA_CHECK_LAUNCH("tile_spmm");
+}
+
 template <typename T, typename index_t>
 void tile_spmm(const int64_t* window_ptr, const index_t* tile_cols, const index_t* row_order,
                const float* vals, const T* x, int64_t x_stride, int64_t num_rows, int64_t F,
                const T* bias, T* out, cudaStream_t stream) {
   if (num_rows == 0 || F == 0) return;
-  const int64_t windows = num_tile_windows(num_rows);
-  const dim3 grid(unsigned((windows + kWarps - 1) / kWarps), unsigned((F + kChunk - 1) / kChunk));
-  constexpr int V = kVec<T>;
-  const bool vec = is_aligned16(x) && x_stride % V == 0 && F % V == 0;
-  if (vec)
-    tile_spmm_kernel<T, index_t, V><<<grid, kWarps * 32, 0, stream>>>(
-        window_ptr, tile_cols, row_order, vals, x, x_stride, num_rows, windows, F, bias, out);
+  // Wide rows take 128 features per warp (one read of each tile's values and columns for both
+  // halves); narrow ones 64, which wastes less of the MMA on padding.
+  if (F > 64)
+    launch_tile_spmm<T, index_t, 128>(window_ptr, tile_cols, row_order, vals, x, x_stride,
+                                      num_rows, F, bias, out, stream);
   else
-    tile_spmm_kernel<T, index_t, 1><<<grid, kWarps * 32, 0, stream>>>(
-        window_ptr, tile_cols, row_order, vals, x, x_stride, num_rows, windows, F, bias, out);
-  IOGNN_CUDA_CHECK_LAUNCH("tile_spmm");
+    launch_tile_spmm<T, index_t, 64>(window_ptr, tile_cols, row_order, vals, x, x_stride,
+                                     num_rows, F, bias, out, stream);
 }
 
 #define IOGNN_CUDA_TILE_SPMM(T, I)                                                               \
