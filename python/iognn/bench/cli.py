@@ -63,7 +63,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--op-graphs", type=_csv, help="workloads suite: graphs of the op rows")
     p.add_argument("--graphs", type=_csv,
                    help="comma-separated graph specs: powerlaw:N:avgdeg[:exp], uniform:N:avgdeg, "
-                   "grid:N, sbm:N:blocks:deg_in:deg_out, rmat:scale:edgefactor, "
+                   "grid:N[:shuffle], mesh3d:N[:shuffle], sbm:N:blocks:deg_in:deg_out, "
+                   "rmat:scale:edgefactor, "
                    "batch:G:nodes:deg, or a dataset name (cora, amazon_photo, ...)")
     p.add_argument("--ops", type=_csv,
                    help="comma-separated ops (gcn, sage, gin, sum, mean, min, max, std, multi, gat, "
