@@ -138,21 +138,29 @@ def _auto_methods() -> Tuple[str, ...]:
     return ("rcm", "degree", "bfs") + (("metis",) if metis else ())
 
 
+def _window_order(edge_index: Tensor, num_nodes: int, method: str) -> Tensor:
+    """``iognn.reorder.order`` for the tile windows: METIS cuts the graph into parts of one window
+    (16 nodes), so that each window's rows share their neighbours (parts of a thousand nodes, the
+    default for cache locality, leave a window's 16 rows as unrelated as a random order would)."""
+    from . import reorder
+    parts = {"num_parts": max(1, -(-num_nodes // TILE_ROWS))} if method == "metis" else {}
+    return reorder.order(edge_index, num_nodes, method, **parts)
+
+
 def _reorder_graph(graph: "Graph", method: str) -> dict:
     """Sets ``graph.row_order`` by ``method`` (on the host, once) and returns the stats entries:
     the method ("auto" resolved, None when it kept the identity), its seconds and, for "auto", the
     fill of each order tried. "auto" keeps the winner's layout (built on the host)."""
-    from . import reorder
     start = time.perf_counter()
     edge_index = torch.stack([graph.col, graph.csr_dst]).cpu()
     n = graph.num_dst_nodes
     if method != "auto":
-        perm, layout, fills = reorder.order(edge_index, n, method), None, None
+        perm, layout, fills = _window_order(edge_index, n, method), None, None
     else:
         rowptr, col = graph.rowptr.cpu(), graph.col.cpu()
         layouts = {"identity": (None, _build_tile_layout(rowptr, col, n, None))}
         for name in _auto_methods():
-            perm = reorder.order(edge_index, n, name).to(graph.index_dtype)
+            perm = _window_order(edge_index, n, name).to(graph.index_dtype)
             layouts[name] = (perm, _build_tile_layout(rowptr, col, n, perm))
         fills = {name: layout.fill for name, (_, layout) in layouts.items()}
         best = max(fills, key=fills.get)  # the first of the best on ties
@@ -265,6 +273,11 @@ class Graph:
             fill is highest; the identity unless one beats its fill by more than 2%). Only the
             windows change: the CSR arrays, ``eid`` and every op's results stay as without it.
             Not for bipartite graphs, deferred builds or inside ``torch.compile``.
+        tile_policy: whether propagate may run on the tile layout (``ops/propagate_tiles.py``):
+            ``"csr"`` never, ``"auto"`` where it can and a one-time timing finds it faster,
+            ``"tiles"`` wherever it can. Default: ``"auto"`` with ``reorder``, else ``"csr"``
+            (a graph built for one step would pay the layout and the timing every step). Can be
+            set on a built graph; the choices made are in ``stats["tile_plans"]``.
 
     Attributes:
         max_degree_hints: ``(max in-degree, max out-degree)`` as the build measured them (no extra
@@ -283,7 +296,7 @@ class Graph:
                  index_dtype: Optional[torch.dtype] = None, *,
                  deferred_error: Optional[Tensor] = None,
                  degree_bounds: Tuple[int, int] = (-1, -1),
-                 reorder: Optional[str] = None):
+                 reorder: Optional[str] = None, tile_policy: Optional[str] = None):
         from .adjacency import plain_edge_index  # EdgeIndex subclasses become plain tensors
         edge_index = plain_edge_index(edge_index)
         _check_edge_index(edge_index)
@@ -333,6 +346,7 @@ class Graph:
         self._edge_index: Optional[Tensor] = None
         self.row_order: Optional[Tensor] = None
         self._reorder_stats = {} if reorder is None else _reorder_graph(self, reorder)
+        self.tile_policy = tile_policy or ("csr" if reorder is None else "auto")
 
     @classmethod
     def from_adjacency(cls, adj, num_nodes: Size = None,
@@ -410,9 +424,22 @@ class Graph:
         """Degree statistics (computed once, from host copies of the two offset vectors), the
         tile layout's size and fill (``"tiles"``, ``"tile_fill"``: :func:`tile_layout`, built on
         the first call of ``stats``) and, for a ``reorder`` graph, the reordering's entries."""
+        from .ops.propagate_tiles import plans
         tiles = tile_layout(self)
         return {**self._degree_stats(), "tiles": tiles.num_tiles, "tile_fill": tiles.fill,
-                **self._reorder_stats}
+                **self._reorder_stats, "tile_plans": plans(self)}
+
+    @property
+    def tile_policy(self) -> str:
+        """``"csr"``, ``"auto"`` or ``"tiles"`` (see the class arguments)."""
+        return self._tile_policy
+
+    @tile_policy.setter
+    def tile_policy(self, value: str) -> None:
+        from .ops.propagate_tiles import POLICIES
+        if value not in POLICIES:
+            raise ValueError(f"tile_policy must be one of {POLICIES}, got {value!r}")
+        self._tile_policy = value
 
     def _degree_stats(self) -> dict:
         """The degree part of :attr:`stats` (what the ops' fallbacks read: no tile build)."""
@@ -482,6 +509,9 @@ class Graph:
         g.row_order = None if self.row_order is None else self.row_order.to(device)
         # Built layouts travel with the graph (a copy costs less than a build).
         g._tiles = {transposed: layout.to(device) for transposed, layout in self._tiles.items()}
+        # The tile path's timed choices and cached values belong to the device they ran on.
+        g.__dict__.pop("_tile_plans", None)
+        g.__dict__.pop("_tile_values", None)
         return g
 
     def cpu(self) -> "Graph":

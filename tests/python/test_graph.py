@@ -277,6 +277,7 @@ def test_stats_match_numpy(case):
     want = numpy_stats(g.degree("in").numpy(), g.degree("out").numpy())
     got = dict(g.stats)
     assert got.pop("tiles") >= 0 and 0.0 <= got.pop("tile_fill") <= 1.0  # test_tiles.py
+    assert got.pop("tile_plans") == {}  # no propagate has run (test_propagate_tiles.py)
     assert got.pop("symmetric") == g.is_symmetric
     assert got.pop("mean_in_degree") == pytest.approx(want.pop("mean_in_degree"), rel=1e-15)
     assert got == want

@@ -33,7 +33,9 @@ def test_reorder_keeps_the_graph_and_sets_the_row_order(method):
     graph = Graph(edge_index, n, SelfLoops.ADD_REMAINING, reorder=method)
     for name in GRAPH_ARRAYS:
         assert torch.equal(getattr(graph, name), getattr(plain, name)), name
-    want = reorder.order(torch.stack([plain.col, plain.csr_dst]), n, method)
+    # METIS cuts the graph into window-sized parts (16 nodes) for the tiles.
+    parts = {"num_parts": -(-n // 16)} if method == "metis" else {}
+    want = reorder.order(torch.stack([plain.col, plain.csr_dst]), n, method, **parts)
     assert graph.row_order.dtype == graph.index_dtype
     assert torch.equal(graph.row_order.long(), want.long())
     assert plain.row_order is None
@@ -51,6 +53,37 @@ def test_reorder_raises_the_fill_of_a_shuffled_grid():
     assert tile_layout(Graph(edge_index, n, reorder="rcm")).fill > 1.3 * identity
 
 
+@pytest.mark.skipif(not HAS_METIS, reason="no METIS")
+def test_metis_windows_recover_shuffled_communities():
+    edge_index, n = sbm(4096, 256, 12.0, 0.25)  # 16-node communities, contiguous
+    native = tile_layout(Graph(edge_index, n)).fill
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(0))
+    shuffled = perm[edge_index]
+    assert tile_layout(Graph(shuffled, n)).fill < 0.5 * native
+    assert tile_layout(Graph(shuffled, n, reorder="metis")).fill > 0.8 * native
+
+
+def test_tile_policy_defaults_and_checks():
+    edge_index, n = shuffled_grid()
+    assert Graph(edge_index, n).tile_policy == "csr"
+    assert Graph(edge_index, n, reorder="rcm").tile_policy == "auto"
+    g = Graph(edge_index, n, tile_policy="tiles")
+    assert g.tile_policy == "tiles"
+    with pytest.raises(ValueError, match="tile_policy"):
+        g.tile_policy = "fast"
+    with pytest.raises(ValueError, match="tile_policy"):
+        Graph(edge_index, n, tile_policy="always")
+
+
+def test_layers_keep_the_windows_of_a_given_graph():
+    from iognn.nn._graph import edge_graph
+    edge_index, n = shuffled_grid()
+    g = Graph(edge_index, n, reorder="rcm")
+    derived = edge_graph("GCNConv", g, n, n, SelfLoops.ADD_REMAINING)
+    assert derived is not g and derived.self_loops == SelfLoops.ADD_REMAINING
+    assert derived.tile_policy == "auto" and torch.equal(derived.row_order, g.row_order)
+
+
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
 def test_auto_keeps_the_best_fill(dtype):
     edge_index, n = shuffled_grid(seed=1)
@@ -61,7 +94,9 @@ def test_auto_keeps_the_best_fill(dtype):
     assert chosen in CHEAP + ("metis",)
     assert fills[chosen] == max(fills.values()) > 1.02 * fills["identity"]
     assert graph.stats["tile_fill"] == fills[chosen] >= fills["identity"]
-    assert torch.equal(graph.row_order.long(), reorder.order(edge_index, n, chosen).long())
+    parts = {"num_parts": -(-n // 16)} if chosen == "metis" else {}
+    want = reorder.order(torch.stack([graph.col, graph.csr_dst]), n, chosen, **parts)
+    assert torch.equal(graph.row_order.long(), want.long())
     check_against_reference(graph)  # the layout "auto" kept is the one a fresh build gives
     assert graph.stats["reorder_seconds"] > 0.0
 

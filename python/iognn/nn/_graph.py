@@ -245,12 +245,19 @@ def edge_graph(layer: str, adj, num_src, num_dst, loops: SelfLoops = SelfLoops.K
                              f"iognn.Graph was built with self_loops="
                              f"'{adj.self_loops.name.lower()}'; build it with 'keep' or "
                              f"'{loops.name.lower()}'")
-        return cached_graph(adj, ("loops", int(loops)),
-                            lambda: Graph(adj.edge_index, adj.size, loops))
+        return cached_graph(adj, ("loops", int(loops)), lambda: _with_loops(adj, loops))
     if is_sparse(adj):
         raise TypeError(f"{layer}: expected an index adjacency, got a sparse matrix")
     return cached_graph(adj, ("edges", int(loops)), lambda: Graph(adj, (num_src, num_dst), loops),
                         size=(num_src, num_dst))
+
+
+def _with_loops(graph: Graph, loops: SelfLoops) -> Graph:
+    """``graph`` with a layer's self-loops added, keeping its row windows and tile policy (the
+    loops do not change which nodes a good window ordering groups)."""
+    out = Graph(graph.edge_index, graph.size, loops)
+    out.row_order, out.tile_policy = graph.row_order, graph.tile_policy
+    return out
 
 
 def sparse_graph(sparse: SparseInput, loops: SelfLoops = SelfLoops.KEEP) -> Graph:
