@@ -117,6 +117,9 @@ def transformer_attention(graph, query: Tensor, key: Tensor, value: Tensor,
         scale: score scale, ``1 / sqrt(C)`` by default.
         return_alpha: also return the attention weights *before* dropout (as PyG does).
         Other arguments and the result as in :func:`gat_attention`.
+
+    Without edge features, dropout or alpha, a graph whose ``tile_policy`` is not ``"csr"`` may
+    run on the tile path (``ops/attention_tiles.py``).
     """
     check_graph(graph)
     H, C = _heads_channels("query", query)
@@ -130,6 +133,12 @@ def transformer_attention(graph, query: Tensor, key: Tensor, value: Tensor,
         _check_tensor("w_edge", w_edge, query, (H * C, edge_attr.size(1)),
                       "[heads * channels, edge_dim]", "query")
     scale = 1.0 / math.sqrt(C) if scale is None else float(scale)
+    if (edge_attr is None and float(dropout) == 0.0 and not return_alpha
+            and getattr(graph, "tile_policy", "csr") != "csr"):
+        from . import attention_tiles  # the tile path (ops/attention_tiles.py)
+        paths = attention_tiles.choose(graph, query, key, value, scale)
+        if any(paths):
+            return attention_tiles.tile_transformer(graph, query, key, value, scale, *paths)
     dropout, seed = _dropout_seed(dropout, seed)
     out, _, alpha = torch.ops.iognn.transformer_attention(
         *_graph_tensors(graph), query, key, value, edge_attr, w_edge, scale, dropout, seed,

@@ -1,0 +1,47 @@
+// The tile path of the Graph Transformer attention: schemas, the host backend and the Meta
+// kernels. Op bodies: binding/attention_tiles_ops.h; contract: kernels/attention_tiles_types.h;
+// the CUDA backend: binding/cuda/attention_tiles.cpp; autograd and the choice of path:
+// python/iognn/ops/attention_tiles.py.
+#include <torch/library.h>
+
+#include "binding/attention_tiles_ops.h"
+#include "kernels/cpu/attention_tiles.h"
+
+namespace iognn::torch_ext {
+namespace {
+
+struct CpuAttentionTiles {
+  using Scope = HostScope;
+  template <typename T, typename I>
+  static void forward(const Scope&, const TileAttentionForward<T, I>& a) {
+    cpu::transformer_tiles_forward<T, I>(a);
+  }
+  template <typename T, typename I>
+  static void backward(const Scope&, const TileAttentionBackward<T, I>& a) {
+    cpu::transformer_tiles_backward<T, I>(a);
+  }
+};
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(iognn, m) {
+  m.def(
+      "transformer_tiles_forward(Tensor window_ptr, Tensor tile_cols, Tensor? row_order, "
+      "Tensor counts, Tensor query, Tensor key, Tensor value, float scale) -> "
+      "(Tensor out, Tensor lse)");
+  m.def(
+      "transformer_tiles_backward(Tensor window_ptr, Tensor tile_cols, Tensor? row_order, "
+      "Tensor counts, Tensor window_ptr_t, Tensor tile_cols_t, Tensor? row_order_t, "
+      "Tensor counts_t, Tensor query, Tensor key, Tensor value, Tensor out, Tensor lse, "
+      "Tensor grad_out, float scale) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value)");
+}
+
+TORCH_LIBRARY_IMPL(iognn, CPU, m) {
+  attention_tiles::register_attention_tiles<CpuAttentionTiles>(m);
+}
+
+TORCH_LIBRARY_IMPL(iognn, Meta, m) {
+  attention_tiles::register_attention_tiles<MetaBackend>(m);
+}
+
+}  // namespace iognn::torch_ext

@@ -1,0 +1,200 @@
+// The tile-path ops of the Graph Transformer attention (contract: kernels/attention_tiles_types.h),
+// written once for every backend; schemas in binding/attention_tiles.cpp.
+//
+//   transformer_tiles_forward(window_ptr, tile_cols, row_order?, counts, query, key, value, scale)
+//       -> (out [num_dst, H, C], lse [num_dst, H] fp32, fp64 for fp64)
+//   transformer_tiles_backward(window_ptr, tile_cols, row_order?, counts,
+//                              window_ptr_t, tile_cols_t, row_order_t?, counts_t,
+//                              query, key, value, out, lse, grad_out, scale)
+//       -> (grad_query, grad_key, grad_value)
+// The first layout is the destination-major one (iognn.graph.tile_layout(graph)), the `_t` one the
+// transposed (tile_layout(graph, transposed=True)); counts are the pair multiplicities of each
+// layout's slots, in the accumulation dtype. The layouts' contents (offsets, column ids) are
+// trusted: tile_layout built them from a validated Graph; their shapes, dtypes and devices are
+// checked. A Backend provides, besides its Scope,
+//   template <typename T, typename I> static void forward(const Scope&, const TileAttentionForward<T, I>&);
+//   template <typename T, typename I> static void backward(const Scope&, const TileAttentionBackward<T, I>&);
+#pragma once
+
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <tuple>
+
+#include "binding/attention_checks.h"
+#include "binding/utils.h"
+#include "core/tiles.h"
+#include "kernels/attention_tiles_types.h"
+
+namespace iognn::torch_ext::attention_tiles {
+
+using attention::OptTensor;
+using attention::Tensor;
+
+// One layout's tensors and the names the messages give them.
+struct LayoutArgs {
+  const Tensor& window_ptr;
+  const Tensor& tile_cols;
+  const OptTensor& row_order;
+  const Tensor& counts;
+  const char* names[4];
+};
+
+inline void check_layout(const char* op, const LayoutArgs& L, int64_t num_rows, const Tensor& ref) {
+  const auto& [window_ptr, tile_cols, row_order, counts, names] = L;
+  TORCH_CHECK_TYPE(window_ptr.scalar_type() == at::kLong, op, ": ", names[0],
+                   " must be int64, got ", window_ptr.scalar_type());
+  check_dim(window_ptr, 1, op, names[0]);
+  check_size(window_ptr, 0, num_tile_windows(num_rows) + 1, op, names[0],
+             "entries (one per row window, plus one)");
+  check_dim(tile_cols, 2, op, names[1]);
+  check_size(tile_cols, 1, kTileCols, op, names[1], "columns");
+  dispatch_index(tile_cols.scalar_type(), op, [](auto) {});
+  TORCH_CHECK_VALUE(tile_cols.is_contiguous(), op, ": ", names[1], " must be contiguous");
+  if (row_order) {
+    check_index_vector(*row_order, op, names[2], num_rows);
+    check_same_index_dtype(tile_cols, *row_order, op, names[2]);
+    check_device(*row_order, ref, op, names[2], "query");
+  }
+  check_dim(counts, 1, op, names[3]);
+  check_size(counts, 0, tile_cols.size(0) * kTileSlots, op, names[3], "entries (128 per tile)");
+  check_dtype(counts, acc_dtype(ref.scalar_type()), op, names[3]);
+  TORCH_CHECK_VALUE(counts.is_contiguous(), op, ": ", names[3], " must be contiguous");
+  check_device(window_ptr, ref, op, names[0], "query");
+  check_device(tile_cols, ref, op, names[1], "query");
+  check_device(counts, ref, op, names[3], "query");
+}
+
+// query [num_dst, H, C], key and value [num_src, H, C]: one dtype and device; returns (H, C).
+inline std::pair<int64_t, int64_t> check_qkv(const char* op, const Tensor& query,
+                                             const Tensor& key, const Tensor& value) {
+  const auto [H, C] = attention::heads_channels(op, "query", query);
+  check_dim(key, 3, op, "key");
+  for (const auto& [t, name] : {std::pair{&key, "key"}, std::pair{&value, "value"}})
+    attention::check_float_tensor(op, name, *t, {key.size(0), H, C},
+                                  {"rows (source nodes)", "heads", "channels"}, query, "query");
+  return {H, C};
+}
+
+template <typename acc, typename I>
+TileLayoutView<acc, I> layout_view(const LayoutArgs& L, int64_t num_rows) {
+  return {cptr<int64_t>(L.window_ptr), cptr<I>(L.tile_cols), optional_cptr<I>(L.row_order),
+          cptr<acc>(L.counts), num_rows};
+}
+
+template <typename T>
+NodeRows<T> rows_of(const Tensor& t) {
+  return {cptr<T>(t), t.stride(0)};
+}
+
+inline at::Tensor empty_like_rows(const Tensor& t) {
+  return at::empty_symint({t.sym_size(0), t.sym_size(1), t.sym_size(2)}, t.options());
+}
+
+template <class Backend>
+struct TransformerTileOps {
+  static std::tuple<Tensor, Tensor> forward(const Tensor& window_ptr, const Tensor& tile_cols,
+                                            const OptTensor& row_order, const Tensor& counts,
+                                            const Tensor& query_in, const Tensor& key_in,
+                                            const Tensor& value_in, double scale) {
+    constexpr const char* op = "iognn::transformer_tiles_forward";
+    auto outputs = [&] {
+      return std::tuple{empty_like_rows(query_in),
+                        at::empty_symint({query_in.sym_size(0), query_in.sym_size(1)},
+                                         query_in.options().dtype(
+                                             acc_dtype(query_in.scalar_type())))};
+    };
+    if constexpr (is_meta_v<Backend>) {
+      return outputs();
+    } else {
+      const auto hc = check_qkv(op, query_in, key_in, value_in);
+      const int64_t H = hc.first, C = hc.second;
+      const int64_t num_dst = query_in.size(0);
+      const LayoutArgs L{window_ptr, tile_cols, row_order, counts,
+                         {"window_ptr", "tile_cols", "row_order", "counts"}};
+      check_layout(op, L, num_dst, query_in);
+      Tensor out, lse;
+      std::tie(out, lse) = outputs();
+      if (num_dst == 0) return {out, lse};
+      const typename Backend::Scope scope(query_in);
+      const Tensor query = attention::dense_rows(query_in), key = attention::dense_rows(key_in),
+                   value = attention::dense_rows(value_in);
+      dispatch_float_index(query.scalar_type(), tile_cols.scalar_type(), op,
+                           [&](auto ft, auto it) {
+        using T = typename decltype(ft)::type;
+        using I = typename decltype(it)::type;
+        Backend::template forward<T, I>(
+            scope, TileAttentionForward<T, I>{layout_view<acc_t<T>, I>(L, num_dst),
+                                              rows_of<T>(query), rows_of<T>(key),
+                                              rows_of<T>(value), H, C, scale, ptr<T>(out),
+                                              ptr<acc_t<T>>(lse)});
+      });
+      return {out, lse};
+    }
+  }
+
+  static std::tuple<Tensor, Tensor, Tensor> backward(
+      const Tensor& window_ptr, const Tensor& tile_cols, const OptTensor& row_order,
+      const Tensor& counts, const Tensor& window_ptr_t, const Tensor& tile_cols_t,
+      const OptTensor& row_order_t, const Tensor& counts_t, const Tensor& query_in,
+      const Tensor& key_in, const Tensor& value_in, const Tensor& out_in, const Tensor& lse_in,
+      const Tensor& grad_out_in, double scale) {
+    constexpr const char* op = "iognn::transformer_tiles_backward";
+    auto outputs = [&] {
+      return std::tuple{empty_like_rows(query_in), empty_like_rows(key_in),
+                        empty_like_rows(value_in)};
+    };
+    if constexpr (is_meta_v<Backend>) {
+      return outputs();
+    } else {
+      const auto hc = check_qkv(op, query_in, key_in, value_in);
+      const int64_t H = hc.first, C = hc.second;
+      const int64_t num_dst = query_in.size(0), num_src = key_in.size(0);
+      const LayoutArgs L{window_ptr, tile_cols, row_order, counts,
+                         {"window_ptr", "tile_cols", "row_order", "counts"}};
+      const LayoutArgs Lt{window_ptr_t, tile_cols_t, row_order_t, counts_t,
+                          {"window_ptr_t", "tile_cols_t", "row_order_t", "counts_t"}};
+      check_layout(op, L, num_dst, query_in);
+      check_layout(op, Lt, num_src, query_in);
+      check_same_index_dtype(tile_cols, tile_cols_t, op, "tile_cols_t");
+      for (const auto& [t, name] : {std::pair{&out_in, "out"}, std::pair{&grad_out_in, "grad_out"}})
+        attention::check_float_tensor(op, name, *t, {num_dst, H, C},
+                                      {"rows (destination nodes)", "heads", "channels"},
+                                      query_in, "query");
+      check_dim(lse_in, 2, op, "lse");
+      check_size(lse_in, 0, num_dst, op, "lse", "rows (destination nodes)");
+      check_size(lse_in, 1, H, op, "lse", "heads");
+      check_dtype(lse_in, acc_dtype(query_in.scalar_type()), op, "lse");
+      check_device(lse_in, query_in, op, "lse", "query");
+      Tensor grad_query, grad_key, grad_value;
+      std::tie(grad_query, grad_key, grad_value) = outputs();
+      if (num_dst == 0 && num_src == 0) return {grad_query, grad_key, grad_value};
+      const typename Backend::Scope scope(query_in);
+      const Tensor query = attention::dense_rows(query_in), key = attention::dense_rows(key_in),
+                   value = attention::dense_rows(value_in), out = out_in.contiguous(),
+                   lse = lse_in.contiguous(), grad_out = grad_out_in.contiguous();
+      Tensor delta = at::empty({num_dst, H}, lse.options());
+      dispatch_float_index(query.scalar_type(), tile_cols.scalar_type(), op,
+                           [&](auto ft, auto it) {
+        using T = typename decltype(ft)::type;
+        using I = typename decltype(it)::type;
+        using acc = acc_t<T>;
+        Backend::template backward<T, I>(
+            scope, TileAttentionBackward<T, I>{
+                       layout_view<acc, I>(L, num_dst), layout_view<acc, I>(Lt, num_src),
+                       rows_of<T>(query), rows_of<T>(key), rows_of<T>(value), cptr<T>(out),
+                       cptr<T>(grad_out), cptr<acc>(lse), H, C, scale, ptr<acc>(delta),
+                       ptr<T>(grad_query), ptr<T>(grad_key), ptr<T>(grad_value)});
+      });
+      return {grad_query, grad_key, grad_value};
+    }
+  }
+};
+
+template <class Backend>
+void register_attention_tiles(torch::Library& m) {
+  m.impl("transformer_tiles_forward", &TransformerTileOps<Backend>::forward);
+  m.impl("transformer_tiles_backward", &TransformerTileOps<Backend>::backward);
+}
+
+}  // namespace iognn::torch_ext::attention_tiles

@@ -1,0 +1,79 @@
+// Graph Transformer attention on the tile layout (core/tiles.h): the contract of the host twin
+// (kernels/cpu/attention_tiles.h) and the Tensor Core kernels (kernels/cuda/attention_tiles.h),
+// and the plain views both take. The path serves TransformerConv's attention without edge
+// features, dropout or a returned alpha (those stay on the CSR kernels of attention_types.h).
+//
+// For each destination i and head h, with count_ij the multiplicity of the pair (i, j) (duplicate
+// edges count once each, as in PyG's softmax) and s_ij = scale * <q_ih, k_jh>:
+//   lse_ih = m + log sum_j count_ij exp(s_ij - m)      (m the row's largest s; -inf: no edge)
+//   P_ij   = count_ij exp(s_ij - lse_ih)
+//   out_ih = sum_j P_ij v_jh                            (0 for a row without edges)
+// Forward, per row window of 16 destinations and head: the window's tiles in order, each a
+// block of scores from the window's 16 query rows and the tile's 8 key rows, an online softmax
+// per row (running max and sum; the sum rescaled when the max grows), the tile's 8 value rows
+// aggregated; out and lse stored once per row.
+// Backward (FlashAttention-2 style, no atomics, deterministic), with dO = grad_out:
+//   D_ih  = <dO_ih, out_ih>                                     (per row, into `delta`)
+//   dS_ij = P_ij (<dO_ih, v_jh> - D_ih)
+//   dQ_ih = scale sum_j dS_ij k_jh        over the windows of the forward layout
+//   dV_jh = sum_i P_ij dO_ih, dK_jh = scale sum_i dS_ij q_ih
+//                                          over the windows of the transposed layout (windows of
+//                                          sources, columns of destinations; P recomputed from lse)
+// Each output row is written by the one window holding it, the tiles summed in layout order.
+//
+// counts [num_tiles * 128] in the accumulation type: count_ij at the slot of (i, j) in the layout
+// (slot t * 128 + 8 r + c), 0 where a tile holds no pair; the transposed layout's counts index the
+// same pairs. The host twin skips a slot with count 0; the Tensor Core kernels multiply it by 0
+// inside their block products, so there a non-finite key or value of a source spreads to every
+// row of the windows whose tiles hold that source (the CSR kernels keep it to its own edges).
+//
+// Places: kernels/cpu/attention_tiles.{h,cpp} (host twin: every dtype, fp32 / fp64 accumulation),
+// kernels/cuda/attention_tiles.{h,cu} (Tensor Cores: TF32 for fp32, fp16 / bf16; fp32
+// accumulation), binding/attention_tiles_ops.h (the op bodies) with binding/attention_tiles.cpp
+// (schemas, host and Meta kernels) and binding/cuda/attention_tiles.cpp,
+// python/iognn/ops/attention_tiles.py (autograd and the choice of path),
+// tests/python/test_attention_tiles{,_cuda}.py.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/attention_types.h"
+
+namespace iognn {
+
+// One tile layout of the graph (core/tiles.h) and the multiplicity of each of its slots.
+template <typename acc, typename index_t>
+struct TileLayoutView {
+  const int64_t* window_ptr;  // [num_windows + 1]
+  const index_t* tile_cols;   // [num_tiles * 8], -1 padded
+  const index_t* row_order;   // [num_rows] or null (identity)
+  const acc* counts;          // [num_tiles * 128]
+  int64_t num_rows;           // rows the windows cover (destinations, or sources when transposed)
+};
+
+template <typename T, typename index_t>
+struct TileAttentionForward {
+  TileLayoutView<acc_t<T>, index_t> layout;  // windows of destinations
+  NodeRows<T> query;                         // [num_dst, H, C]
+  NodeRows<T> key, value;                    // [num_src, H, C]
+  int64_t heads, channels;
+  double scale;
+  T* out;          // [num_dst, H, C] contiguous
+  acc_t<T>* lse;   // [num_dst, H]
+};
+
+template <typename T, typename index_t>
+struct TileAttentionBackward {
+  TileLayoutView<acc_t<T>, index_t> layout;      // windows of destinations (dQ)
+  TileLayoutView<acc_t<T>, index_t> transposed;  // windows of sources (dK, dV)
+  NodeRows<T> query, key, value;
+  const T* out;        // [num_dst, H, C] contiguous
+  const T* grad_out;   // [num_dst, H, C] contiguous
+  const acc_t<T>* lse; // [num_dst, H]
+  int64_t heads, channels;
+  double scale;
+  acc_t<T>* delta;     // [num_dst, H] scratch: D, written by the dQ pass, read by the dK/dV pass
+  T *grad_query, *grad_key, *grad_value;  // contiguous
+};
+
+}  // namespace iognn

@@ -1,0 +1,18 @@
+// Graph Transformer attention on the tile layout, host kernels: the reference twins of
+// kernels/cuda/attention_tiles.h (contract: kernels/attention_tiles_types.h). Parallel over row
+// windows; every output row is written by its window alone (deterministic for any thread count).
+#pragma once
+
+#include "kernels/attention_tiles_types.h"
+
+namespace iognn::cpu {
+
+// out and lse of every destination row.
+template <typename T, typename index_t>
+void transformer_tiles_forward(const TileAttentionForward<T, index_t>& a);
+
+// delta and grad_query over the forward layout, then grad_key and grad_value over the transposed.
+template <typename T, typename index_t>
+void transformer_tiles_backward(const TileAttentionBackward<T, index_t>& a);
+
+}  // namespace iognn::cpu
