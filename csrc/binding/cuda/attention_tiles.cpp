@@ -1,0 +1,49 @@
+// The tile path of the Graph Transformer attention on CUDA tensors (schemas:
+// binding/attention_tiles.cpp; op bodies: binding/attention_tiles_ops.h; kernels:
+// kernels/cuda/attention_tiles.h), on the current stream under a guard of the inputs' device.
+// Tensor Cores take fp32 (as TF32), fp16 and bf16 heads of at most kTileAttentionMaxChannels
+// channels; fp64 and wider heads stay on the CSR kernels (the Python chooser never sends them).
+#include <torch/library.h>
+
+#include <type_traits>
+
+#include "binding/attention_tiles_ops.h"
+#include "binding/cuda/device_scope.h"
+#include "kernels/cuda/attention_tiles.h"
+
+namespace iognn::torch_ext {
+namespace {
+
+template <typename T>
+void check_runs_on_tensor_cores(const char* op, int64_t channels) {
+  TORCH_CHECK_NOT_IMPLEMENTED((!std::is_same_v<T, double>), op,
+                              ": float64 heads have no Tensor Core path on CUDA (use the CSR "
+                              "path)");
+  TORCH_CHECK_NOT_IMPLEMENTED(channels <= cuda::kTileAttentionMaxChannels, op, ": heads of ",
+                              channels, " channels are wider than the tile kernels' ",
+                              cuda::kTileAttentionMaxChannels, " (use the CSR path)");
+}
+
+struct CudaAttentionTiles {
+  using Scope = DeviceScope;
+  template <typename T, typename I>
+  static void forward(const Scope& s, const TileAttentionForward<T, I>& a) {
+    check_runs_on_tensor_cores<T>("iognn::transformer_tiles_forward", a.channels);
+    if constexpr (!std::is_same_v<T, double>)
+      translate_errors([&] { cuda::transformer_tiles_forward<T, I>(a, s.stream); });
+  }
+  template <typename T, typename I>
+  static void backward(const Scope& s, const TileAttentionBackward<T, I>& a) {
+    check_runs_on_tensor_cores<T>("iognn::transformer_tiles_backward", a.channels);
+    if constexpr (!std::is_same_v<T, double>)
+      translate_errors([&] { cuda::transformer_tiles_backward<T, I>(a, s.stream); });
+  }
+};
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(iognn, CUDA, m) {
+  attention_tiles::register_attention_tiles<CudaAttentionTiles>(m);
+}
+
+}  // namespace iognn::torch_ext

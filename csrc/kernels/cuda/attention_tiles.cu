@@ -1,0 +1,445 @@
+#include "kernels/cuda/attention_tiles.h"
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/cuda_check.h"
+#include "core/error.h"
+#include "core/tiles.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/tile_mma.cuh"
+
+namespace iognn::cuda {
+namespace {
+
+using namespace nvcuda;
+
+constexpr int kWarps = 4;             // warps per block, one (window, head) each
+constexpr int kRows = int(kTileRows);  // 16 rows per window
+constexpr int kStep = 2 * int(kTileCols);  // 16 columns per step: two tiles
+constexpr unsigned kFull = 0xffffffffu;
+
+// One warp's shared memory, carved into 128-byte aligned blocks in a fixed order: the same
+// carving sizes the launch (from address 0) and places the blocks (from the warp's base).
+struct Carve {
+  uintptr_t at;
+  template <typename E>
+  __host__ __device__ E* take(size_t count) {
+    E* p = reinterpret_cast<E*>(at);
+    at += (count * sizeof(E) + 127) / 128 * 128;
+    return p;
+  }
+};
+
+// Forward: the window's query rows, the step's key then value rows, the output rows (fp32), the
+// step's scores and weights, the window's row ids and the step's column ids.
+template <typename T, int Cp>
+struct ForwardStage {
+  using In = typename TileMma<T>::In;
+  In *q, *kv;
+  float *o, *s;
+  In* p;
+  int64_t *rows, *cols;
+  uintptr_t end;
+  __host__ __device__ static ForwardStage carve(uintptr_t base) {
+    Carve c{base};
+    ForwardStage st;
+    st.q = c.take<In>(kRows * Cp);
+    st.kv = c.take<In>(kStep * Cp);
+    st.o = c.take<float>(kRows * Cp);
+    st.s = c.take<float>(kRows * kStep);
+    st.p = c.take<In>(kRows * kStep);
+    st.rows = c.take<int64_t>(kRows);
+    st.cols = c.take<int64_t>(kStep);
+    st.end = c.at;
+    return st;
+  }
+};
+
+// Backward over either layout: the window's two row blocks (a, b: query and grad rows for dQ,
+// key and value rows for dK / dV), the step's two column blocks (x, y: key and value rows for
+// dQ, query and grad rows for dK / dV), which the epilogue reuses as its fp32 output block, the
+// step's two score blocks and two weight blocks, the columns' lse and delta (dK / dV), and the
+// row and column ids.
+template <typename T, int Cp>
+struct BackwardStage {
+  using In = typename TileMma<T>::In;
+  In *a, *b, *x, *y;
+  float *s, *dp;
+  In *p, *ds;
+  float *col_lse, *col_delta;
+  int64_t *rows, *cols;
+  float* out;  // [kRows * Cp] over x and y (2 * kStep * Cp elements of at least 2 bytes)
+  uintptr_t end;
+  __host__ __device__ static BackwardStage carve(uintptr_t base) {
+    static_assert(2 * kStep * sizeof(In) >= kRows * sizeof(float), "the epilogue fits in x, y");
+    Carve c{base};
+    BackwardStage st;
+    st.a = c.take<In>(kRows * Cp);
+    st.b = c.take<In>(kRows * Cp);
+    st.x = c.take<In>(2 * kStep * Cp);
+    st.y = st.x + kStep * Cp;
+    st.out = reinterpret_cast<float*>(st.x);
+    st.s = c.take<float>(kRows * kStep);
+    st.dp = c.take<float>(kRows * kStep);
+    st.p = c.take<In>(kRows * kStep);
+    st.ds = c.take<In>(kRows * kStep);
+    st.col_lse = c.take<float>(kStep);
+    st.col_delta = c.take<float>(kStep);
+    st.rows = c.take<int64_t>(kRows);
+    st.cols = c.take<int64_t>(kStep);
+    st.end = c.at;
+    return st;
+  }
+};
+
+template <class Stage>
+__host__ __device__ size_t stage_bytes() {
+  return Stage::carve(0).end;
+}
+
+template <class Stage>
+__device__ Stage warp_stage(unsigned char* smem, int warp) {
+  return Stage::carve(reinterpret_cast<uintptr_t>(smem) + warp * stage_bytes<Stage>());
+}
+
+// rows[r] = the window's r-th row (row_order applied), -1 past the last row.
+template <typename I>
+__device__ void load_window_rows(int64_t* rows, const I* row_order, int64_t w, int64_t num_rows,
+                                 int lane) {
+  if (lane < kRows) {
+    const int64_t slot = w * kRows + lane;
+    rows[lane] = slot < num_rows ? (row_order ? int64_t(row_order[slot]) : slot) : -1;
+  }
+}
+
+// cols[k] = the node of column k of the step at tile t (tiles t, t + 1), -1 for padding and for
+// a second tile past the window's last.
+template <typename I>
+__device__ void load_step_cols(int64_t* cols, const I* tile_cols, int64_t t, int64_t te,
+                               int lane) {
+  if (lane < kStep) {
+    const int64_t tile = t + lane / int(kTileCols);
+    cols[lane] = tile < te ? int64_t(tile_cols[tile * kTileCols + lane % int(kTileCols)]) : -1;
+  }
+}
+
+// dst [16][Cp] = head h of the nodes ids[0..15] of src, 0 past C and for the id -1.
+template <typename T, int Cp>
+__device__ void stage_rows(typename TileMma<T>::In* dst, const int64_t* ids, NodeRows<T> src,
+                           int64_t h, int64_t C, int lane) {
+  using M = TileMma<T>;
+  for (int e = lane; e < kRows * Cp; e += 32) {
+    const int r = e / Cp, c = e % Cp;
+    const int64_t n = ids[r];
+    dst[e] = n >= 0 && c < C ? M::from_storage(src.at(n, h, C)[c]) : M::from_float(0.0f);
+  }
+}
+
+// The counts of row r in the tile a lane owns (0 past the window or for a row past the last).
+__device__ void load_counts(float (&cnt)[kTileCols], const float* counts, int64_t tile,
+                            int64_t te, int r, bool row_ok) {
+  const bool ok = row_ok && tile < te;
+#pragma unroll
+  for (int c = 0; c < int(kTileCols); ++c)
+    cnt[c] = ok ? counts[(tile * kTileRows + r) * kTileCols + c] : 0.0f;
+}
+
+template <typename T>
+using Accum = wmma::fragment<wmma::accumulator, 16, 16, TileMma<T>::K, float>;
+
+// 16 x 16 scores of the row block a [16][Cp] against the column block x [16][Cp] into s.
+template <typename T, int Cp>
+__device__ void score_block(const typename TileMma<T>::In* a, const typename TileMma<T>::In* x,
+                            float* s) {
+  Accum<T> acc;
+  wmma::fill_fragment(acc, 0.0f);
+  mma_block<T, wmma::col_major, Cp>(acc, a, Cp, x, Cp);
+  wmma::store_matrix_sync(s, acc, kStep, wmma::mem_row_major);
+}
+
+template <typename T, typename I, int Cp>
+__global__ void __launch_bounds__(kWarps * 32)
+    forward_kernel(const TileAttentionForward<T, I> a, int64_t num_windows) {
+  using M = TileMma<T>;
+  using Stage = ForwardStage<T, Cp>;
+  constexpr int NF = Cp / 16;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t H = a.heads, C = a.channels;
+  const int64_t item = int64_t(blockIdx.x) * kWarps + warp;
+  if (item >= num_windows * H) return;  // warps never synchronise with each other
+  const int64_t w = item / H, h = item % H;
+  const Stage st = warp_stage<Stage>(smem, warp);
+  const auto& L = a.layout;
+  const int r = lane >> 1, half = lane & 1;  // two lanes per row, one tile of the step each
+  const float scale = float(a.scale);
+
+  load_window_rows(st.rows, L.row_order, w, L.num_rows, lane);
+  __syncwarp();
+  stage_rows<T, Cp>(st.q, st.rows, a.query, h, C, lane);
+  for (int e = lane; e < kRows * Cp; e += 32) st.o[e] = 0.0f;
+  const bool row_ok = st.rows[r] >= 0;
+  float m = -INFINITY, l = 0.0f;  // the row's running max and sum (the same in both lanes)
+  const int64_t tb = L.window_ptr[w], te = L.window_ptr[w + 1];
+  for (int64_t t = tb; t < te; t += 2) {
+    load_step_cols(st.cols, L.tile_cols, t, te, lane);
+    __syncwarp();
+    stage_rows<T, Cp>(st.kv, st.cols, a.key, h, C, lane);
+    __syncwarp();
+    score_block<T, Cp>(st.q, st.kv, st.s);
+    __syncwarp();
+    float cnt[kTileCols];
+    load_counts(cnt, L.counts, t + half, te, r, row_ok);
+    const float* srow = st.s + r * kStep + half * int(kTileCols);
+    float tmax = -INFINITY;
+#pragma unroll
+    for (int c = 0; c < int(kTileCols); ++c)
+      if (cnt[c] != 0.0f) tmax = fmaxf(tmax, scale * srow[c]);
+    tmax = fmaxf(tmax, __shfl_xor_sync(kFull, tmax, 1));
+    float f = 1.0f;
+    if (tmax > m) {
+      f = m == -INFINITY ? 0.0f : expf(m - tmax);
+      m = tmax;
+    }
+    float psum = 0.0f;
+    typename M::In* prow = st.p + r * kStep + half * int(kTileCols);
+#pragma unroll
+    for (int c = 0; c < int(kTileCols); ++c) {
+      const float p = cnt[c] != 0.0f ? cnt[c] * expf(scale * srow[c] - m) : 0.0f;
+      psum += p;
+      prow[c] = M::from_float(p);
+    }
+    l = l * f + (psum + __shfl_xor_sync(kFull, psum, 1));
+    if (f != 1.0f) {
+      float* orow = st.o + r * Cp + half * (Cp / 2);
+      for (int c = 0; c < Cp / 2; ++c) orow[c] *= f;
+    }
+    __syncwarp();
+    stage_rows<T, Cp>(st.kv, st.cols, a.value, h, C, lane);  // the values replace the keys
+    __syncwarp();
+#pragma unroll
+    for (int n = 0; n < NF; ++n) {
+      Accum<T> o;
+      wmma::load_matrix_sync(o, st.o + n * 16, Cp, wmma::mem_row_major);
+      mma_block<T, wmma::row_major, kStep>(o, st.p, kStep, st.kv + n * 16, Cp);
+      wmma::store_matrix_sync(st.o + n * 16, o, Cp, wmma::mem_row_major);
+    }
+    __syncwarp();
+  }
+  __syncwarp();
+  if (!row_ok) return;
+  const int64_t i = st.rows[r];
+  T* out = a.out + (i * H + h) * C;
+  for (int64_t c = half; c < C; c += 2) out[c] = from_acc<T>(l > 0.0f ? st.o[r * Cp + c] / l : 0.0f);
+  if (half == 0) a.lse[i * H + h] = l > 0.0f ? m + logf(l) : -INFINITY;
+}
+
+// Writes scale * acc[n] (fp32, through st.out) to the window's rows of dst [*, H, C].
+template <typename T, int Cp, class Stage>
+__device__ void store_rows(const Stage& st, Accum<T> (&acc)[Cp / 16], float scale, T* dst,
+                           int64_t h, int64_t H, int64_t C, int lane) {
+#pragma unroll
+  for (int n = 0; n < Cp / 16; ++n)
+    wmma::store_matrix_sync(st.out + n * 16, acc[n], Cp, wmma::mem_row_major);
+  __syncwarp();
+  const int r = lane >> 1, half = lane & 1;
+  const int64_t i = st.rows[r];
+  if (i >= 0)
+    for (int64_t c = half; c < C; c += 2) dst[(i * H + h) * C + c] = from_acc<T>(scale * st.out[r * Cp + c]);
+  __syncwarp();
+}
+
+template <typename T, typename I, int Cp>
+__global__ void __launch_bounds__(kWarps * 32)
+    query_grad_kernel(const TileAttentionBackward<T, I> a, int64_t num_windows) {
+  using M = TileMma<T>;
+  using Stage = BackwardStage<T, Cp>;
+  constexpr int NF = Cp / 16;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t H = a.heads, C = a.channels;
+  const int64_t item = int64_t(blockIdx.x) * kWarps + warp;
+  if (item >= num_windows * H) return;
+  const int64_t w = item / H, h = item % H;
+  const Stage st = warp_stage<Stage>(smem, warp);
+  const auto& L = a.layout;
+  const int r = lane >> 1, half = lane & 1;
+  const float scale = float(a.scale);
+  const NodeRows<T> grad_rows{a.grad_out, H * C};
+
+  load_window_rows(st.rows, L.row_order, w, L.num_rows, lane);
+  __syncwarp();
+  stage_rows<T, Cp>(st.a, st.rows, a.query, h, C, lane);
+  stage_rows<T, Cp>(st.b, st.rows, grad_rows, h, C, lane);
+  const int64_t i = st.rows[r];
+  float D = 0.0f, lse = 0.0f;
+  if (i >= 0) {
+    const T *g = a.grad_out + (i * H + h) * C, *o = a.out + (i * H + h) * C;
+    for (int64_t c = half; c < C; c += 2) D += to_acc(g[c]) * to_acc(o[c]);
+    lse = a.lse[i * H + h];
+  }
+  D += __shfl_xor_sync(kFull, D, 1);
+  if (i >= 0 && half == 0) a.delta[i * H + h] = D;
+
+  Accum<T> dq[NF];
+#pragma unroll
+  for (int n = 0; n < NF; ++n) wmma::fill_fragment(dq[n], 0.0f);
+  const int64_t tb = L.window_ptr[w], te = L.window_ptr[w + 1];
+  for (int64_t t = tb; t < te; t += 2) {
+    load_step_cols(st.cols, L.tile_cols, t, te, lane);
+    __syncwarp();
+    stage_rows<T, Cp>(st.x, st.cols, a.key, h, C, lane);
+    stage_rows<T, Cp>(st.y, st.cols, a.value, h, C, lane);
+    __syncwarp();
+    score_block<T, Cp>(st.a, st.x, st.s);   // S = Q K^T
+    score_block<T, Cp>(st.b, st.y, st.dp);  // dP = dO V^T
+    __syncwarp();
+    float cnt[kTileCols];
+    load_counts(cnt, L.counts, t + half, te, r, i >= 0);
+    const int k0 = r * kStep + half * int(kTileCols);
+#pragma unroll
+    for (int c = 0; c < int(kTileCols); ++c) {
+      const float p = cnt[c] != 0.0f ? cnt[c] * expf(scale * st.s[k0 + c] - lse) : 0.0f;
+      st.ds[k0 + c] = M::from_float(p * (st.dp[k0 + c] - D));
+    }
+    __syncwarp();
+#pragma unroll
+    for (int n = 0; n < NF; ++n)
+      mma_block<T, wmma::row_major, kStep>(dq[n], st.ds, kStep, st.x + n * 16, Cp);
+    __syncwarp();
+  }
+  store_rows<T, Cp>(st, dq, scale, a.grad_query, h, H, C, lane);
+}
+
+template <typename T, typename I, int Cp>
+__global__ void __launch_bounds__(kWarps * 32)
+    key_value_grad_kernel(const TileAttentionBackward<T, I> a, int64_t num_windows) {
+  using M = TileMma<T>;
+  using Stage = BackwardStage<T, Cp>;
+  constexpr int NF = Cp / 16;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t H = a.heads, C = a.channels;
+  const int64_t item = int64_t(blockIdx.x) * kWarps + warp;
+  if (item >= num_windows * H) return;
+  const int64_t w = item / H, h = item % H;
+  const Stage st = warp_stage<Stage>(smem, warp);
+  const auto& L = a.transposed;  // windows of sources, columns of destinations
+  const int r = lane >> 1, half = lane & 1;
+  const float scale = float(a.scale);
+  const NodeRows<T> grad_rows{a.grad_out, H * C};
+
+  load_window_rows(st.rows, L.row_order, w, L.num_rows, lane);
+  __syncwarp();
+  stage_rows<T, Cp>(st.a, st.rows, a.key, h, C, lane);
+  stage_rows<T, Cp>(st.b, st.rows, a.value, h, C, lane);
+  const bool row_ok = st.rows[r] >= 0;
+
+  Accum<T> dk[NF], dv[NF];
+#pragma unroll
+  for (int n = 0; n < NF; ++n) {
+    wmma::fill_fragment(dk[n], 0.0f);
+    wmma::fill_fragment(dv[n], 0.0f);
+  }
+  const int64_t tb = L.window_ptr[w], te = L.window_ptr[w + 1];
+  for (int64_t t = tb; t < te; t += 2) {
+    load_step_cols(st.cols, L.tile_cols, t, te, lane);
+    __syncwarp();
+    if (lane < kStep) {
+      const int64_t i = st.cols[lane];
+      st.col_lse[lane] = i >= 0 ? a.lse[i * H + h] : 0.0f;
+      st.col_delta[lane] = i >= 0 ? a.delta[i * H + h] : 0.0f;
+    }
+    stage_rows<T, Cp>(st.x, st.cols, a.query, h, C, lane);
+    stage_rows<T, Cp>(st.y, st.cols, grad_rows, h, C, lane);
+    __syncwarp();
+    score_block<T, Cp>(st.a, st.x, st.s);   // S^T = K Q^T
+    score_block<T, Cp>(st.b, st.y, st.dp);  // dP^T = V dO^T
+    __syncwarp();
+    float cnt[kTileCols];
+    load_counts(cnt, L.counts, t + half, te, r, row_ok);
+    const int k0 = r * kStep + half * int(kTileCols);
+#pragma unroll
+    for (int c = 0; c < int(kTileCols); ++c) {
+      const int col = half * int(kTileCols) + c;
+      const float p =
+          cnt[c] != 0.0f ? cnt[c] * expf(scale * st.s[k0 + c] - st.col_lse[col]) : 0.0f;
+      st.p[k0 + c] = M::from_float(p);
+      st.ds[k0 + c] = M::from_float(p * (st.dp[k0 + c] - st.col_delta[col]));
+    }
+    __syncwarp();
+#pragma unroll
+    for (int n = 0; n < NF; ++n) {
+      mma_block<T, wmma::row_major, kStep>(dv[n], st.p, kStep, st.y + n * 16, Cp);
+      mma_block<T, wmma::row_major, kStep>(dk[n], st.ds, kStep, st.x + n * 16, Cp);
+    }
+    __syncwarp();
+  }
+  store_rows<T, Cp>(st, dk, scale, a.grad_key, h, H, C, lane);
+  store_rows<T, Cp>(st, dv, 1.0f, a.grad_value, h, H, C, lane);
+}
+
+// Calls fn(std::integral_constant<int, Cp>) with C rounded up to the staged width Cp.
+template <typename Fn>
+void with_staged_width(int64_t C, Fn&& fn) {
+  if (C > kTileAttentionMaxChannels)
+    throw ValueError(detail::concat("transformer tile attention: heads of at most ",
+                                    kTileAttentionMaxChannels, " channels, got ", C));
+  if (C <= 16) return fn(std::integral_constant<int, 16>{});
+  if (C <= 32) return fn(std::integral_constant<int, 32>{});
+  if (C <= 64) return fn(std::integral_constant<int, 64>{});
+  fn(std::integral_constant<int, 128>{});
+}
+
+// One warp per (window, head) of a layout of num_rows rows; the kernel's shared memory is
+// kWarps stages of its Stage.
+template <class Stage, typename Kernel, typename Args>
+void launch(Kernel kernel, const Args& args, int64_t num_rows, int64_t heads, cudaStream_t stream,
+            const char* name) {
+  const int64_t windows = num_tile_windows(num_rows), items = windows * heads;
+  if (items == 0) return;
+  const size_t bytes = kWarps * stage_bytes<Stage>();
+  if (bytes > 48 * 1024)
+    IOGNN_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  const int64_t blocks = (items + kWarps - 1) / kWarps;
+  kernel<<<unsigned(blocks), kWarps * 32, bytes, stream>>>(args, windows);
+  IOGNN_CUDA_CHECK_LAUNCH(name);
+}
+
+}  // namespace
+
+template <typename T, typename I>
+void transformer_tiles_forward(const TileAttentionForward<T, I>& a, cudaStream_t stream) {
+  with_staged_width(a.channels, [&](auto width) {
+    constexpr int Cp = decltype(width)::value;
+    launch<ForwardStage<T, Cp>>(forward_kernel<T, I, Cp>, a, a.layout.num_rows, a.heads, stream,
+                                "transformer_tiles_forward");
+  });
+}
+
+template <typename T, typename I>
+void transformer_tiles_backward(const TileAttentionBackward<T, I>& a, cudaStream_t stream) {
+  with_staged_width(a.channels, [&](auto width) {
+    constexpr int Cp = decltype(width)::value;
+    // delta comes from the dQ kernel: the dK / dV kernel runs after it on the stream.
+    launch<BackwardStage<T, Cp>>(query_grad_kernel<T, I, Cp>, a, a.layout.num_rows, a.heads,
+                                 stream, "transformer_tiles_query_grad");
+    launch<BackwardStage<T, Cp>>(key_value_grad_kernel<T, I, Cp>, a, a.transposed.num_rows,
+                                 a.heads, stream, "transformer_tiles_key_value_grad");
+  });
+}
+
+#define IOGNN_CUDA_ATTENTION_TILES(T, I)                                                          \
+  template void transformer_tiles_forward<T, I>(const TileAttentionForward<T, I>&, cudaStream_t); \
+  template void transformer_tiles_backward<T, I>(const TileAttentionBackward<T, I>&, cudaStream_t);
+IOGNN_CUDA_ATTENTION_TILES(float, int32_t)
+IOGNN_CUDA_ATTENTION_TILES(float, int64_t)
+IOGNN_CUDA_ATTENTION_TILES(half_t, int32_t)
+IOGNN_CUDA_ATTENTION_TILES(half_t, int64_t)
+IOGNN_CUDA_ATTENTION_TILES(bf16_t, int32_t)
+IOGNN_CUDA_ATTENTION_TILES(bf16_t, int64_t)
+
+}  // namespace iognn::cuda

@@ -1,0 +1,176 @@
+"""The Tensor Core kernels of the Transformer attention's tile path against fp64 references (CUDA).
+
+The reference is the fp64 CSR op on the CPU (test_attention_tiles.py checks that the tile path's
+host twin equals it). The kernels round the staged operands (bf16: 8 bits, fp16 / TF32: 11 bits),
+the softmax weights and the score gradients to the operand precision, and accumulate in fp32;
+errors are measured against each tensor's largest reference entry, with a tolerance per
+precision. Outputs are poisoned (NaN bytes): a row the kernels miss fails.
+"""
+import pytest
+import torch
+
+import iognn
+from iognn.ops import attention_tiles
+from iognn.ops.attention import transformer_attention
+
+from conftest import GRAPH_CASES, sizes
+from test_propagate_cuda import poison_next
+
+pytestmark = pytest.mark.cuda
+
+# Largest error over a tensor, relative to its largest reference entry.
+TOLERANCE = {torch.bfloat16: 4e-2, torch.float16: 8e-3, torch.float32: 8e-3}
+LOW = [torch.bfloat16, torch.float16, torch.float32]
+HEADS_CHANNELS = [(1, 8), (2, 16), (4, 32), (1, 128)]
+
+
+@pytest.fixture(autouse=True)
+def allow_tf32():
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    yield
+    torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def tile_graph(edge_index, size, policy="tiles", **kwargs):
+    g = iognn.Graph(edge_index.cuda(), size, **kwargs)
+    g.tile_policy = policy
+    return g
+
+
+def heads(num_src, num_dst, H, C, seed):
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(n, H, C, generator=gen, dtype=torch.float64)
+            for n in (num_dst, num_src, num_src)]
+
+
+def reference(edge_index, size, q, k, v, grad):
+    """(out, dq, dk, dv) of the fp64 CSR op on the CPU."""
+    g = iognn.Graph(edge_index, size)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = transformer_attention(g, *leaves)
+    if out.numel() == 0:
+        return (out,) + tuple(torch.zeros_like(t) for t in leaves)
+    return (out.detach(),) + torch.autograd.grad(out, leaves, grad)
+
+
+def on_tiles(g, q, k, v, grad, dtype):
+    """(out, dq, dk, dv) of the tile path on CUDA in dtype."""
+    leaves = [t.to("cuda", dtype).requires_grad_() for t in (q, k, v)]
+    poison_next(q.shape, dtype)
+    out = transformer_attention(g, *leaves)
+    if out.numel() == 0:
+        return (out,) + tuple(torch.zeros_like(t) for t in leaves)
+    return (out.detach(),) + torch.autograd.grad(out, leaves, grad.to("cuda", dtype))
+
+
+def assert_close_to(got, exp, dtype, names=("out", "grad_query", "grad_key", "grad_value")):
+    for name, a, b in zip(names, got, exp):
+        a = a.detach().cpu().double()
+        assert not a.isnan().any(), f"{name}: NaN (a row was not written)"
+        scale = max(float(b.abs().max()), 1e-3) if b.numel() else 1.0
+        err = float((a - b).abs().max()) / scale if b.numel() else 0.0
+        assert err <= TOLERANCE[dtype], f"{name}: relative error {err:.3g} ({dtype})"
+
+
+@pytest.mark.parametrize("case", GRAPH_CASES, ids=[c[0] for c in GRAPH_CASES])
+@pytest.mark.parametrize("dtype", LOW)
+@pytest.mark.parametrize("H,C", HEADS_CHANNELS)
+def test_kernels_match_the_fp64_reference_on_every_graph_case(case, dtype, H, C):
+    name, edge_index, size = case
+    num_src, num_dst = sizes(size)
+    q, k, v = heads(num_src, num_dst, H, C, seed=H * C)
+    grad = torch.randn(num_dst, H, C, generator=torch.Generator().manual_seed(1),
+                       dtype=torch.float64)
+    g = tile_graph(edge_index, size)
+    got = on_tiles(g, q, k, v, grad, dtype)
+    assert_close_to(got, reference(edge_index, size, q, k, v, grad), dtype)
+    if num_dst > 0:
+        assert attention_tiles.plans(g)
+
+
+@pytest.mark.parametrize("dtype", LOW)
+@pytest.mark.parametrize("C", [3, 20, 72])
+def test_channels_that_are_not_a_multiple_of_sixteen(dtype, C):
+    gen = torch.Generator().manual_seed(C)
+    ei = torch.randint(0, 300, (2, 5000), generator=gen)
+    q, k, v = heads(300, 300, 2, C, seed=C)
+    grad = torch.randn(300, 2, C, generator=gen, dtype=torch.float64)
+    got = on_tiles(tile_graph(ei, 300), q, k, v, grad, dtype)
+    assert_close_to(got, reference(ei, 300, q, k, v, grad), dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_row_orders_and_duplicates(dtype):
+    gen = torch.Generator().manual_seed(3)
+    ei = torch.randint(0, 500, (2, 6000), generator=gen)
+    ei = torch.cat([ei, ei[:, :1500]], 1)  # duplicate edges count twice
+    q, k, v = heads(500, 500, 4, 16, seed=3)
+    grad = torch.randn(500, 4, 16, generator=gen, dtype=torch.float64)
+    g = tile_graph(ei, 500, reorder="rcm")
+    assert g.row_order is not None
+    assert_close_to(on_tiles(g, q, k, v, grad, dtype), reference(ei, 500, q, k, v, grad), dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_two_runs_are_bitwise_equal(dtype):
+    gen = torch.Generator().manual_seed(4)
+    ei = torch.cat([torch.randint(0, 2000, (2, 40000), generator=gen),
+                    torch.stack([torch.randint(0, 2000, (3000,), generator=gen),
+                                 torch.zeros(3000, dtype=torch.long)])], 1)  # a hub row
+    g = tile_graph(ei, 2000)
+    q, k, v = heads(2000, 2000, 2, 64, seed=4)
+    grad = torch.randn(2000, 2, 64, generator=gen, dtype=torch.float64)
+    first, second = (on_tiles(g, q, k, v, grad, dtype) for _ in range(2))
+    for a, b in zip(first, second):
+        assert torch.equal(a, b)
+
+
+def test_auto_times_both_paths_and_keeps_the_faster():
+    gen = torch.Generator().manual_seed(5)
+    # Dense communities of 16 nodes: every tile is full.
+    blocks = torch.arange(64).repeat_interleave(256)
+    src = blocks * 16 + torch.randint(0, 16, (blocks.numel(),), generator=gen)
+    dst = blocks * 16 + torch.randint(0, 16, (blocks.numel(),), generator=gen)
+    ei = torch.stack([src, dst])
+    g = tile_graph(ei, 1024, policy="auto")
+    q, k, v = heads(1024, 1024, 2, 32, seed=5)
+    grad = torch.randn(1024, 2, 32, generator=gen, dtype=torch.float64)
+    got = on_tiles(g, q, k, v, grad, torch.bfloat16)
+    assert_close_to(got, reference(ei, 1024, q, k, v, grad), torch.bfloat16)
+    (name, plan), = attention_tiles.plans(g).items()
+    assert name == "bfloat16 H=2 C=32"
+    for direction in ("forward", "backward"):
+        entry = plan[direction]
+        assert entry["reason"] == "timed" and entry["csr_ms"] > 0 and entry["tiles_ms"] > 0
+        assert entry["path"] == ("tiles" if entry["tiles_ms"] < entry["csr_ms"] else "csr")
+
+
+def test_fp32_without_tf32_wide_heads_and_fp64_keep_the_csr_path():
+    ei = torch.randint(0, 50, (2, 400), generator=torch.Generator().manual_seed(6))
+    g = tile_graph(ei, 50)
+    q = torch.randn(50, 2, 8, device="cuda")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    assert attention_tiles.choose(g, q, q, q, 0.5) == (False, False)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    wide = torch.randn(50, 1, attention_tiles.MAX_CHANNELS + 8, device="cuda", dtype=torch.half)
+    assert attention_tiles.choose(g, wide, wide, wide, 0.5) == (False, False)
+    assert attention_tiles.choose(g, q.double(), q.double(), q.double(), 0.5) == (False, False)
+    args = attention_tiles._layout_args(g, False, torch.half)
+    with pytest.raises(NotImplementedError, match="wider"):
+        torch.ops.iognn.transformer_tiles_forward(*args, wide, wide, wide, 0.5)
+
+
+def test_the_layer_trains_on_the_tiles():
+    from iognn.nn import TransformerConv
+    gen = torch.Generator().manual_seed(7)
+    ei = torch.randint(0, 400, (2, 5000), generator=gen)
+    torch.manual_seed(0)
+    conv = TransformerConv(32, 16, heads=4).cuda().to(torch.bfloat16)
+    x = torch.randn(400, 32, device="cuda", dtype=torch.bfloat16)
+    g, csr = tile_graph(ei, 400), iognn.Graph(ei.cuda(), 400)
+    out, exp = conv(x, g), conv(x, csr)
+    assert attention_tiles.plans(g)
+    assert_close_to((out.detach(),), (exp.detach().double().cpu(),), torch.bfloat16)
+    out.float().square().sum().backward()
+    assert all(p.grad is not None and p.grad.isfinite().all() for p in conv.parameters())
