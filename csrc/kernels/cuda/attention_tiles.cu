@@ -32,26 +32,37 @@ struct Carve {
   }
 };
 
-// Forward: the window's query rows, the step's key then value rows, the output rows (fp32), the
-// step's scores and weights, the window's row ids and the step's column ids.
-template <typename T, int Cp>
-struct ForwardStage {
+// What every kernel stages per step: the 16 x 16 scores (fp32) and weights (operand type), the
+// window's row ids and the step's column ids; `end` is where the carving stopped.
+template <typename T>
+struct StepBlocks {
   using In = typename TileMma<T>::In;
-  In *q, *kv;
-  float *o, *s;
+  float* s;
   In* p;
   int64_t *rows, *cols;
   uintptr_t end;
+  __host__ __device__ void carve_step(Carve& c) {
+    s = c.take<float>(kRows * kStep);
+    p = c.take<In>(kRows * kStep);
+    rows = c.take<int64_t>(kRows);
+    cols = c.take<int64_t>(kStep);
+  }
+};
+
+// Forward: the window's query rows, the step's key then value rows, the output rows (fp32), then
+// the step blocks.
+template <typename T, int Cp>
+struct ForwardStage : StepBlocks<T> {
+  using In = typename TileMma<T>::In;
+  In *q, *kv;
+  float* o;
   __host__ __device__ static ForwardStage carve(uintptr_t base) {
     Carve c{base};
     ForwardStage st;
     st.q = c.take<In>(kRows * Cp);
     st.kv = c.take<In>(kStep * Cp);
     st.o = c.take<float>(kRows * Cp);
-    st.s = c.take<float>(kRows * kStep);
-    st.p = c.take<In>(kRows * kStep);
-    st.rows = c.take<int64_t>(kRows);
-    st.cols = c.take<int64_t>(kStep);
+    st.carve_step(c);
     st.end = c.at;
     return st;
   }
@@ -60,18 +71,16 @@ struct ForwardStage {
 // Backward over either layout: the window's two row blocks (a, b: query and grad rows for dQ,
 // key and value rows for dK / dV), the step's two column blocks (x, y: key and value rows for
 // dQ, query and grad rows for dK / dV), which the epilogue reuses as its fp32 output block, the
-// step's two score blocks and two weight blocks, the columns' lse and delta (dK / dV), and the
-// row and column ids.
+// step blocks (p: the weights of dV) and a second score block (dp) and weight block (ds), the
+// columns' lse and delta (dK / dV).
 template <typename T, int Cp>
-struct BackwardStage {
+struct BackwardStage : StepBlocks<T> {
   using In = typename TileMma<T>::In;
   In *a, *b, *x, *y;
-  float *s, *dp;
-  In *p, *ds;
+  float* dp;
+  In* ds;
   float *col_lse, *col_delta;
-  int64_t *rows, *cols;
   float* out;  // [kRows * Cp] over x and y (2 * kStep * Cp elements of at least 2 bytes)
-  uintptr_t end;
   __host__ __device__ static BackwardStage carve(uintptr_t base) {
     static_assert(2 * kStep * sizeof(In) >= kRows * sizeof(float), "the epilogue fits in x, y");
     Carve c{base};
@@ -81,14 +90,11 @@ struct BackwardStage {
     st.x = c.take<In>(2 * kStep * Cp);
     st.y = st.x + kStep * Cp;
     st.out = reinterpret_cast<float*>(st.x);
-    st.s = c.take<float>(kRows * kStep);
+    st.carve_step(c);
     st.dp = c.take<float>(kRows * kStep);
-    st.p = c.take<In>(kRows * kStep);
     st.ds = c.take<In>(kRows * kStep);
     st.col_lse = c.take<float>(kStep);
     st.col_delta = c.take<float>(kStep);
-    st.rows = c.take<int64_t>(kRows);
-    st.cols = c.take<int64_t>(kStep);
     st.end = c.at;
     return st;
   }
@@ -99,8 +105,10 @@ __host__ __device__ size_t stage_bytes() {
   return Stage::carve(0).end;
 }
 
+// The warp's stage in the block's dynamic shared memory (kWarps stages).
 template <class Stage>
-__device__ Stage warp_stage(unsigned char* smem, int warp) {
+__device__ Stage warp_stage(int warp) {
+  extern __shared__ __align__(128) unsigned char smem[];
   return Stage::carve(reinterpret_cast<uintptr_t>(smem) + warp * stage_bytes<Stage>());
 }
 
@@ -159,30 +167,44 @@ __device__ void score_block(const typename TileMma<T>::In* a, const typename Til
   wmma::store_matrix_sync(s, acc, kStep, wmma::mem_row_major);
 }
 
+// The (window, head) a warp owns and its lane's place: two lanes per window row r, lane `half`
+// owning tile t + half of a step at tile t.
+struct WarpTask {
+  int lane, warp, r, half;
+  int64_t w, h;
+  // False for a warp past the last (window, head).
+  __device__ bool take(int64_t num_windows, int64_t heads) {
+    lane = threadIdx.x & 31;
+    warp = threadIdx.x >> 5;
+    r = lane >> 1;
+    half = lane & 1;
+    const int64_t item = int64_t(blockIdx.x) * kWarps + warp;
+    w = item / heads;
+    h = item % heads;
+    return item < num_windows * heads;
+  }
+};
+
 template <typename T, typename I, int Cp>
 __global__ void __launch_bounds__(kWarps * 32)
     forward_kernel(const TileAttentionForward<T, I> a, int64_t num_windows) {
   using M = TileMma<T>;
-  using Stage = ForwardStage<T, Cp>;
   constexpr int NF = Cp / 16;
-  extern __shared__ __align__(128) unsigned char smem[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t H = a.heads, C = a.channels;
-  const int64_t item = int64_t(blockIdx.x) * kWarps + warp;
-  if (item >= num_windows * H) return;  // warps never synchronise with each other
-  const int64_t w = item / H, h = item % H;
-  const Stage st = warp_stage<Stage>(smem, warp);
+  WarpTask task;
+  if (!task.take(num_windows, a.heads)) return;  // warps never synchronise with each other
+  const auto st = warp_stage<ForwardStage<T, Cp>>(task.warp);
+  const int lane = task.lane, r = task.r, half = task.half;
+  const int64_t H = a.heads, C = a.channels, h = task.h;
   const auto& L = a.layout;
-  const int r = lane >> 1, half = lane & 1;  // two lanes per row, one tile of the step each
   const float scale = float(a.scale);
 
-  load_window_rows(st.rows, L.row_order, w, L.num_rows, lane);
+  load_window_rows(st.rows, L.row_order, task.w, L.num_rows, lane);
   __syncwarp();
   stage_rows<T, Cp>(st.q, st.rows, a.query, h, C, lane);
   for (int e = lane; e < kRows * Cp; e += 32) st.o[e] = 0.0f;
   const bool row_ok = st.rows[r] >= 0;
   float m = -INFINITY, l = 0.0f;  // the row's running max and sum (the same in both lanes)
-  const int64_t tb = L.window_ptr[w], te = L.window_ptr[w + 1];
+  const int64_t tb = L.window_ptr[task.w], te = L.window_ptr[task.w + 1];
   for (int64_t t = tb; t < te; t += 2) {
     load_step_cols(st.cols, L.tile_cols, t, te, lane);
     __syncwarp();
@@ -232,153 +254,107 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (!row_ok) return;
   const int64_t i = st.rows[r];
   T* out = a.out + (i * H + h) * C;
-  for (int64_t c = half; c < C; c += 2) out[c] = from_acc<T>(l > 0.0f ? st.o[r * Cp + c] / l : 0.0f);
+  for (int64_t c = half; c < C; c += 2)
+    out[c] = from_acc<T>(l > 0.0f ? st.o[r * Cp + c] / l : 0.0f);
   if (half == 0) a.lse[i * H + h] = l > 0.0f ? m + logf(l) : -INFINITY;
 }
 
 // Writes scale * acc[n] (fp32, through st.out) to the window's rows of dst [*, H, C].
 template <typename T, int Cp, class Stage>
 __device__ void store_rows(const Stage& st, Accum<T> (&acc)[Cp / 16], float scale, T* dst,
-                           int64_t h, int64_t H, int64_t C, int lane) {
+                           const WarpTask& task, int64_t H, int64_t C) {
 #pragma unroll
   for (int n = 0; n < Cp / 16; ++n)
     wmma::store_matrix_sync(st.out + n * 16, acc[n], Cp, wmma::mem_row_major);
   __syncwarp();
-  const int r = lane >> 1, half = lane & 1;
-  const int64_t i = st.rows[r];
+  const int64_t i = st.rows[task.r];
   if (i >= 0)
-    for (int64_t c = half; c < C; c += 2) dst[(i * H + h) * C + c] = from_acc<T>(scale * st.out[r * Cp + c]);
+    for (int64_t c = task.half; c < C; c += 2)
+      dst[(i * H + task.h) * C + c] = from_acc<T>(scale * st.out[task.r * Cp + c]);
   __syncwarp();
 }
 
-template <typename T, typename I, int Cp>
+// The backward over one layout. kKeys false: dQ (and delta) over the forward layout: rows are
+// destinations (blocks a, b: query, grad rows), columns sources (x, y: key, value rows), and
+// dQ = scale dS K. kKeys true: dK and dV over the transposed layout: rows are sources (a, b: key,
+// value rows), columns destinations (x, y: query, grad rows), dK = scale dS^T Q, dV = P^T dO.
+// Either way S = a x^T and dP = b y^T (transposed for kKeys), dS = P (dP - D).
+template <typename T, typename I, int Cp, bool kKeys>
 __global__ void __launch_bounds__(kWarps * 32)
-    query_grad_kernel(const TileAttentionBackward<T, I> a, int64_t num_windows) {
+    backward_kernel(const TileAttentionBackward<T, I> a, int64_t num_windows) {
   using M = TileMma<T>;
-  using Stage = BackwardStage<T, Cp>;
   constexpr int NF = Cp / 16;
-  extern __shared__ __align__(128) unsigned char smem[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t H = a.heads, C = a.channels;
-  const int64_t item = int64_t(blockIdx.x) * kWarps + warp;
-  if (item >= num_windows * H) return;
-  const int64_t w = item / H, h = item % H;
-  const Stage st = warp_stage<Stage>(smem, warp);
-  const auto& L = a.layout;
-  const int r = lane >> 1, half = lane & 1;
+  WarpTask task;
+  if (!task.take(num_windows, a.heads)) return;
+  const auto st = warp_stage<BackwardStage<T, Cp>>(task.warp);
+  const int lane = task.lane, r = task.r, half = task.half;
+  const int64_t H = a.heads, C = a.channels, h = task.h;
+  const auto& L = kKeys ? a.transposed : a.layout;
   const float scale = float(a.scale);
   const NodeRows<T> grad_rows{a.grad_out, H * C};
 
-  load_window_rows(st.rows, L.row_order, w, L.num_rows, lane);
+  load_window_rows(st.rows, L.row_order, task.w, L.num_rows, lane);
   __syncwarp();
-  stage_rows<T, Cp>(st.a, st.rows, a.query, h, C, lane);
-  stage_rows<T, Cp>(st.b, st.rows, grad_rows, h, C, lane);
-  const int64_t i = st.rows[r];
-  float D = 0.0f, lse = 0.0f;
-  if (i >= 0) {
-    const T *g = a.grad_out + (i * H + h) * C, *o = a.out + (i * H + h) * C;
-    for (int64_t c = half; c < C; c += 2) D += to_acc(g[c]) * to_acc(o[c]);
-    lse = a.lse[i * H + h];
-  }
-  D += __shfl_xor_sync(kFull, D, 1);
-  if (i >= 0 && half == 0) a.delta[i * H + h] = D;
-
-  Accum<T> dq[NF];
-#pragma unroll
-  for (int n = 0; n < NF; ++n) wmma::fill_fragment(dq[n], 0.0f);
-  const int64_t tb = L.window_ptr[w], te = L.window_ptr[w + 1];
-  for (int64_t t = tb; t < te; t += 2) {
-    load_step_cols(st.cols, L.tile_cols, t, te, lane);
-    __syncwarp();
-    stage_rows<T, Cp>(st.x, st.cols, a.key, h, C, lane);
-    stage_rows<T, Cp>(st.y, st.cols, a.value, h, C, lane);
-    __syncwarp();
-    score_block<T, Cp>(st.a, st.x, st.s);   // S = Q K^T
-    score_block<T, Cp>(st.b, st.y, st.dp);  // dP = dO V^T
-    __syncwarp();
-    float cnt[kTileCols];
-    load_counts(cnt, L.counts, t + half, te, r, i >= 0);
-    const int k0 = r * kStep + half * int(kTileCols);
-#pragma unroll
-    for (int c = 0; c < int(kTileCols); ++c) {
-      const float p = cnt[c] != 0.0f ? cnt[c] * expf(scale * st.s[k0 + c] - lse) : 0.0f;
-      st.ds[k0 + c] = M::from_float(p * (st.dp[k0 + c] - D));
+  stage_rows<T, Cp>(st.a, st.rows, kKeys ? a.key : a.query, h, C, lane);
+  stage_rows<T, Cp>(st.b, st.rows, kKeys ? a.value : grad_rows, h, C, lane);
+  const int64_t row = st.rows[r];
+  float row_delta = 0.0f, row_lse = 0.0f;  // dQ: the row's D and lse
+  if constexpr (!kKeys) {
+    if (row >= 0) {
+      const T *g = a.grad_out + (row * H + h) * C, *o = a.out + (row * H + h) * C;
+      for (int64_t c = half; c < C; c += 2) row_delta += to_acc(g[c]) * to_acc(o[c]);
+      row_lse = a.lse[row * H + h];
     }
-    __syncwarp();
-#pragma unroll
-    for (int n = 0; n < NF; ++n)
-      mma_block<T, wmma::row_major, kStep>(dq[n], st.ds, kStep, st.x + n * 16, Cp);
-    __syncwarp();
+    row_delta += __shfl_xor_sync(kFull, row_delta, 1);
+    if (row >= 0 && half == 0) a.delta[row * H + h] = row_delta;
   }
-  store_rows<T, Cp>(st, dq, scale, a.grad_query, h, H, C, lane);
-}
 
-template <typename T, typename I, int Cp>
-__global__ void __launch_bounds__(kWarps * 32)
-    key_value_grad_kernel(const TileAttentionBackward<T, I> a, int64_t num_windows) {
-  using M = TileMma<T>;
-  using Stage = BackwardStage<T, Cp>;
-  constexpr int NF = Cp / 16;
-  extern __shared__ __align__(128) unsigned char smem[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t H = a.heads, C = a.channels;
-  const int64_t item = int64_t(blockIdx.x) * kWarps + warp;
-  if (item >= num_windows * H) return;
-  const int64_t w = item / H, h = item % H;
-  const Stage st = warp_stage<Stage>(smem, warp);
-  const auto& L = a.transposed;  // windows of sources, columns of destinations
-  const int r = lane >> 1, half = lane & 1;
-  const float scale = float(a.scale);
-  const NodeRows<T> grad_rows{a.grad_out, H * C};
-
-  load_window_rows(st.rows, L.row_order, w, L.num_rows, lane);
-  __syncwarp();
-  stage_rows<T, Cp>(st.a, st.rows, a.key, h, C, lane);
-  stage_rows<T, Cp>(st.b, st.rows, a.value, h, C, lane);
-  const bool row_ok = st.rows[r] >= 0;
-
-  Accum<T> dk[NF], dv[NF];
+  Accum<T> acc_x[NF], acc_y[NF];  // dQ or dK (from x), dV (from y; kKeys only)
 #pragma unroll
   for (int n = 0; n < NF; ++n) {
-    wmma::fill_fragment(dk[n], 0.0f);
-    wmma::fill_fragment(dv[n], 0.0f);
+    wmma::fill_fragment(acc_x[n], 0.0f);
+    wmma::fill_fragment(acc_y[n], 0.0f);
   }
-  const int64_t tb = L.window_ptr[w], te = L.window_ptr[w + 1];
+  const int64_t tb = L.window_ptr[task.w], te = L.window_ptr[task.w + 1];
   for (int64_t t = tb; t < te; t += 2) {
     load_step_cols(st.cols, L.tile_cols, t, te, lane);
     __syncwarp();
-    if (lane < kStep) {
-      const int64_t i = st.cols[lane];
-      st.col_lse[lane] = i >= 0 ? a.lse[i * H + h] : 0.0f;
-      st.col_delta[lane] = i >= 0 ? a.delta[i * H + h] : 0.0f;
+    if constexpr (kKeys) {
+      if (lane < kStep) {
+        const int64_t i = st.cols[lane];
+        st.col_lse[lane] = i >= 0 ? a.lse[i * H + h] : 0.0f;
+        st.col_delta[lane] = i >= 0 ? a.delta[i * H + h] : 0.0f;
+      }
     }
-    stage_rows<T, Cp>(st.x, st.cols, a.query, h, C, lane);
-    stage_rows<T, Cp>(st.y, st.cols, grad_rows, h, C, lane);
+    stage_rows<T, Cp>(st.x, st.cols, kKeys ? a.query : a.key, h, C, lane);
+    stage_rows<T, Cp>(st.y, st.cols, kKeys ? grad_rows : a.value, h, C, lane);
     __syncwarp();
-    score_block<T, Cp>(st.a, st.x, st.s);   // S^T = K Q^T
-    score_block<T, Cp>(st.b, st.y, st.dp);  // dP^T = V dO^T
+    score_block<T, Cp>(st.a, st.x, st.s);
+    score_block<T, Cp>(st.b, st.y, st.dp);
     __syncwarp();
     float cnt[kTileCols];
-    load_counts(cnt, L.counts, t + half, te, r, row_ok);
+    load_counts(cnt, L.counts, t + half, te, r, row >= 0);
     const int k0 = r * kStep + half * int(kTileCols);
 #pragma unroll
     for (int c = 0; c < int(kTileCols); ++c) {
       const int col = half * int(kTileCols) + c;
-      const float p =
-          cnt[c] != 0.0f ? cnt[c] * expf(scale * st.s[k0 + c] - st.col_lse[col]) : 0.0f;
-      st.p[k0 + c] = M::from_float(p);
-      st.ds[k0 + c] = M::from_float(p * (st.dp[k0 + c] - st.col_delta[col]));
+      const float lse = kKeys ? st.col_lse[col] : row_lse;
+      const float delta = kKeys ? st.col_delta[col] : row_delta;
+      const float p = cnt[c] != 0.0f ? cnt[c] * expf(scale * st.s[k0 + c] - lse) : 0.0f;
+      if constexpr (kKeys) st.p[k0 + c] = M::from_float(p);
+      st.ds[k0 + c] = M::from_float(p * (st.dp[k0 + c] - delta));
     }
     __syncwarp();
 #pragma unroll
     for (int n = 0; n < NF; ++n) {
-      mma_block<T, wmma::row_major, kStep>(dv[n], st.p, kStep, st.y + n * 16, Cp);
-      mma_block<T, wmma::row_major, kStep>(dk[n], st.ds, kStep, st.x + n * 16, Cp);
+      mma_block<T, wmma::row_major, kStep>(acc_x[n], st.ds, kStep, st.x + n * 16, Cp);
+      if constexpr (kKeys)
+        mma_block<T, wmma::row_major, kStep>(acc_y[n], st.p, kStep, st.y + n * 16, Cp);
     }
     __syncwarp();
   }
-  store_rows<T, Cp>(st, dk, scale, a.grad_key, h, H, C, lane);
-  store_rows<T, Cp>(st, dv, 1.0f, a.grad_value, h, H, C, lane);
+  store_rows<T, Cp>(st, acc_x, scale, kKeys ? a.grad_key : a.grad_query, task, H, C);
+  if constexpr (kKeys) store_rows<T, Cp>(st, acc_y, 1.0f, a.grad_value, task, H, C);
 }
 
 // Calls fn(std::integral_constant<int, Cp>) with C rounded up to the staged width Cp.
@@ -425,9 +401,9 @@ void transformer_tiles_backward(const TileAttentionBackward<T, I>& a, cudaStream
   with_staged_width(a.channels, [&](auto width) {
     constexpr int Cp = decltype(width)::value;
     // delta comes from the dQ kernel: the dK / dV kernel runs after it on the stream.
-    launch<BackwardStage<T, Cp>>(query_grad_kernel<T, I, Cp>, a, a.layout.num_rows, a.heads,
+    launch<BackwardStage<T, Cp>>(backward_kernel<T, I, Cp, false>, a, a.layout.num_rows, a.heads,
                                  stream, "transformer_tiles_query_grad");
-    launch<BackwardStage<T, Cp>>(key_value_grad_kernel<T, I, Cp>, a, a.transposed.num_rows,
+    launch<BackwardStage<T, Cp>>(backward_kernel<T, I, Cp, true>, a, a.transposed.num_rows,
                                  a.heads, stream, "transformer_tiles_key_value_grad");
   });
 }

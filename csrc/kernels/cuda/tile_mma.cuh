@@ -7,9 +7,11 @@
 #include <cuda_fp16.h>
 #include <mma.h>
 
+#include <cstring>
 #include <type_traits>
 
 #include "core/numeric.h"
+#include "kernels/cuda/common.cuh"
 
 namespace iognn::cuda {
 
@@ -30,27 +32,26 @@ struct TileMma<float> {
   }
 };
 
-template <>
-struct TileMma<half_t> {
-  using In = __half;
-  using Prec = __half;
+// fp16 and bf16: the stored bits are the operand's.
+template <typename Storage, typename Operand>
+struct TileMma16 {
+  using In = Operand;
+  using Prec = Operand;
   static constexpr int K = 16;
-  __device__ static In from_float(float v) { return __float2half_rn(v); }
-  __device__ static In from_storage(half_t v) { return __ushort_as_half(v.bits); }
+  __device__ static In from_storage(Storage v) {
+    static_assert(sizeof(Storage) == sizeof(In), "a 16-bit storage type is its operand's bits");
+    In x;
+    std::memcpy(&x, &v, sizeof x);
+    return x;
+  }
+  __device__ static In from_float(float v) { return from_storage(from_acc<Storage>(v)); }
   template <class Frag>
   __device__ static void round(Frag&) {}
 };
-
 template <>
-struct TileMma<bf16_t> {
-  using In = __nv_bfloat16;
-  using Prec = __nv_bfloat16;
-  static constexpr int K = 16;
-  __device__ static In from_float(float v) { return __float2bfloat16_rn(v); }
-  __device__ static In from_storage(bf16_t v) { return __ushort_as_bfloat16(v.bits); }
-  template <class Frag>
-  __device__ static void round(Frag&) {}
-};
+struct TileMma<half_t> : TileMma16<half_t, __half> {};
+template <>
+struct TileMma<bf16_t> : TileMma16<bf16_t, __nv_bfloat16> {};
 
 // acc (+)= A B for one 16 x 16 output block: A [16 x depth] row-major (lda), B [depth x 16] with
 // layout LayoutB (ldb), depth a multiple of K; the operands are read from shared memory.
