@@ -231,6 +231,23 @@ def batch(num_graphs: int, nodes: int, degree: float, *, seed: int = 0,
     return simplify(src, dst, num_nodes), num_nodes
 
 
+def indegree(num_nodes: int, low: int, high: int, *, seed: int = 0,
+             device: Device = None) -> EdgeList:
+    """``indegree:N:low:high``: every node draws an in-degree uniform in [low, high] and that many
+    uniformly random other nodes as sources (the random graph of the single-head attention target:
+    ``indegree:200000:1:31``, 3.2M edges). A source is ``(i + 1 + r) mod N`` with r uniform in
+    [0, N - 1), so there are no loops; the rare repeated sources (about d^2 / 2N of a node's d) are
+    dropped, so a few nodes end one below their draw."""
+    if not 0 <= low <= high < num_nodes:
+        raise ValueError(f"indegree: need 0 <= low <= high < N, got {low}, {high}, N={num_nodes}")
+    device = torch.device(device or "cpu")
+    gen = _generator(seed, device)
+    degree = torch.randint(low, high + 1, (num_nodes,), generator=gen, device=device)
+    dst = torch.repeat_interleave(torch.arange(num_nodes, device=device), degree)
+    shift = torch.randint(num_nodes - 1, (dst.numel(),), generator=gen, device=device)
+    return simplify((dst + 1 + shift) % num_nodes, dst, num_nodes), num_nodes
+
+
 # name -> (function, argument converters of the spec fields; trailing ones may be omitted when the
 # function gives them a default)
 GENERATORS: Dict[str, Tuple[Callable[..., EdgeList], Tuple[type, ...], int]] = {
@@ -241,6 +258,7 @@ GENERATORS: Dict[str, Tuple[Callable[..., EdgeList], Tuple[type, ...], int]] = {
     "sbm": (sbm, (int, int, float, float), 4),
     "rmat": (rmat, (int, float), 2),
     "batch": (batch, (int, int, float), 3),
+    "indegree": (indegree, (int, int, int), 3),
 }
 
 
