@@ -1,5 +1,5 @@
-"""The single-head attention target's benchmark: the ``indegree:N:low:high`` graph spec (every node's
-in-degree uniform in [low, high]) and the one command that times its op rows."""
+"""The single-head attention target's benchmark: the ``indegree:N:low:high`` graph spec (every
+node's in-degree uniform in [low, high]) and the one command that times its op rows."""
 from __future__ import annotations
 
 import json
