@@ -17,7 +17,8 @@
 //   accumulates D_i (the alpha-weighted mean of da) and, centred on it (DstState), the destination
 //   gradient sum_p ds_p w_p (w = d s / d dst), all in the same single pass.
 // Pass 2 (sources over the transposed CSR colptr / row / csc2csr; heavy sources chunked): the
-//   source gradients from ds_p = alpha_p (da_p - D_i) and alpha~_p: a gather, no atomics.
+//   source gradients from ds_p = alpha_p (da_p - D_i) and alpha~_p: a gather, no atomics, whose
+//   destination rows (V::gather_dst) are loaded for a whole batch of edges before any is used.
 //   GATv2's att gradient sum_p ds_p LeakyReLU(z_p) is summed here too, from the z_p pass 2 forms
 //   anyway (no extra traffic), when every block's groups hold fixed heads (att_plan_for): each
 //   block folds its groups in group order into one [H, C] partial, and the partials are summed
@@ -307,9 +308,11 @@ __device__ void src_range(const BackwardArgs<V, index_t>& a, const GroupLane& g,
       edge_grads(a, p, i[u], e[u], h, ds[u], at[u]);
       if (!ok) ds[u] = at[u] = acc(0);
     }
+    typename V::DstRows rows[kN];  // every gather of the batch in flight before any is used
 #pragma unroll
-    for (int u = 0; u < kN; ++u)
-      a.v.src_edge(src, i[u], e[u], h, g, ds[u], at[u], a.grad_out, grad);
+    for (int u = 0; u < kN; ++u) a.v.gather_dst(i[u], h, g, a.grad_out, rows[u]);
+#pragma unroll
+    for (int u = 0; u < kN; ++u) a.v.src_edge(src, rows[u], e[u], h, g, ds[u], at[u], grad);
   }
 }
 

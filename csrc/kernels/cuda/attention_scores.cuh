@@ -2,10 +2,13 @@
 // and backward pass 1 (alpha recomputed from lse, g . value, destination-gradient directions).
 //
 // A group handles a batch of kN consecutive CSR positions at once (positions past the range are
-// padding: ok = false, score -inf), so kN source rows are in flight before the first is used. For
-// every tile t the group needs (all tiles when the score or g . value sums over channels, else only
-// its own), it adds the lane's share of those sums; the own tile's value and w slots are kept.
-// Every tile group of (i, h) runs the same loop in the same order, so they all get the same sums.
+// padding: ok = false, score -inf). The batch's source rows are gathered in a phase of loads alone
+// (V::gather) before the first is used: a load issued after another edge's arithmetic would wait
+// for it (in-order issue), and the edge projection's branch between the edges kept the compiler
+// from hoisting them, so each edge paid a full memory latency instead of each batch. For every
+// tile t the group needs (all tiles when the score or g . value sums over channels, else only its
+// own), it adds the lane's share of those sums; the own tile's value and w slots are kept. Every
+// tile group of (i, h) runs the same loop in the same order, so they all get the same sums.
 #pragma once
 
 #include "kernels/cuda/attention_variants.cuh"
@@ -39,7 +42,9 @@ __device__ __forceinline__ void score_batch(const V& v, const AttentionGraph<ind
   using acc = typename V::acc;
   using S = typename V::S;
   constexpr int kN = EdgeBatch<V>::kN;
+  constexpr bool kLoad = kValue || kGrad;  // the value rows are needed
   index_t j[kN];
+  acc src[kN];
 #pragma unroll
   for (int u = 0; u < kN; ++u) {
     b.ok[u] = p0 + u < pe;
@@ -47,12 +52,17 @@ __device__ __forceinline__ void score_batch(const V& v, const AttentionGraph<ind
     j[u] = graph.col[p];
     b.e[u] = graph.eid[p];
   }
+#pragma unroll
+  for (int u = 0; u < kN; ++u) src[u] = v.source_term(j[u], h);
   acc part[kN], vd[kN];
   if constexpr (!kTiled) {
+    typename V::Rows rows[kN];
+#pragma unroll
+    for (int u = 0; u < kN; ++u) v.template gather<kLoad>(j[u], h, g, 0, rows[u]);
 #pragma unroll
     for (int u = 0; u < kN; ++u) {
       S value, w;
-      part[u] = v.template score_part<kValue || kGrad>(dcache, j[u], b.e[u], h, g, 0, value, w);
+      part[u] = v.template score_part<kLoad>(dcache, rows[u], b.e[u], h, g, 0, value, w);
       vd[u] = kGrad ? dot(gcache, value) : acc(0);
       if (kValue) b.value[u] = value;
       if (kGrad) b.w[u] = w;
@@ -67,10 +77,13 @@ __device__ __forceinline__ void score_batch(const V& v, const AttentionGraph<ind
       v.load_dst(i, h, g, t, d);
       S gt;
       if (kGrad) load_slots(grad_row, g, t, gt);
+      typename V::Rows rows[kN];
+#pragma unroll
+      for (int u = 0; u < kN; ++u) v.template gather<kLoad>(j[u], h, g, t, rows[u]);
 #pragma unroll
       for (int u = 0; u < kN; ++u) {
         S value, w;
-        part[u] += v.template score_part<kValue || kGrad>(d, j[u], b.e[u], h, g, t, value, w);
+        part[u] += v.template score_part<kLoad>(d, rows[u], b.e[u], h, g, t, value, w);
         if (kGrad) vd[u] += dot(gt, value);
         if (t == g.tile) {
           if (kValue) b.value[u] = value;
@@ -87,7 +100,7 @@ __device__ __forceinline__ void score_batch(const V& v, const AttentionGraph<ind
     // cannot meet an Inf or NaN value (0 * Inf would poison the row's sum).
     if (kValue && !b.ok[u]) b.value[u].zero();
     b.dw[u] = acc(0);
-    b.s[u] = b.ok[u] ? v.finish_score(part[u], dcache, j[u], b.e[u], h, b.dw[u]) : neg_inf<acc>();
+    b.s[u] = b.ok[u] ? v.finish_score(part[u], dcache, src[u], b.e[u], h, b.dw[u]) : neg_inf<acc>();
     b.vdot[u] = vd[u];
   }
 }

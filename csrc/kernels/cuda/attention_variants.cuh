@@ -3,13 +3,18 @@
 // attention_common.cuh), the pieces its score, value and gradients are made of:
 //
 //   Dst, load_dst(i, h, g, t, d)        destination-side registers of (i, h), tile t
-//   score_part<kValue>(d, j, e, h, g, t, value, w)
+//   source_term(j, h)                   a per-source scalar of the score (GAT's a_src, else 0)
+//   Rows, gather<kValue>(j, h, g, t, r) the source rows' slots of tile t the score (and, when
+//                                       kValue, the value) needs: loads only, so that a batch's
+//                                       gathers are all in flight before any is used
+//   score_part<kValue>(d, r, e, h, g, t, value, w)
 //                                       the lane's part of the channel sum of the score (0 for
 //                                       GAT), the value slots (when kValue) and w = d s / d dst
-//   finish_score(sum, d, j, e, h, dw)   the score from the group's channel sum; GAT's scalar
-//                                       d s / d a_dst in dw
+//   finish_score(sum, d, src, e, h, dw) the score from the group's channel sum and source_term;
+//                                       GAT's scalar d s / d a_dst in dw
 //   store_dst_grad(i, h, g, slots, scalar)          pass 1 result (x_dst / query, or a_dst)
-//   Src, load_src(j, h, g, s); src_edge(s, i, e, h, g, ds, alpha~, grad_out, SrcGrad&);
+//   Src, load_src(j, h, g, s); DstRows, gather_dst(i, h, g, grad_out, r) (loads only, as gather);
+//   src_edge(s, r, e, h, g, ds, alpha~, SrcGrad&);
 //   store_src_grad(j, h, g, SrcGrad)                pass 2 (x / x_src / key+value, a_src;
 //                                       GATv2 sums its att term into SrcGrad::b)
 //   proj_rows(H, C), head_of(k), weight(k, d), store_param(idx, v),
@@ -104,29 +109,48 @@ struct GatPolicy {
     for (int64_t d = 0; d < in.edge_attr.dim; ++d) s += ld(x + d) * ld(in.w_edge + d * H + h);
     return s;
   }
-  // The leaky_relu input, summed in the host kernel's order.
-  __device__ acc pre(int64_t i, int64_t j, int64_t e, int64_t h) const {
-    acc p = ld(in.a_src.data + j * in.a_src.row_stride + h);
-    if (in.a_dst.data) p += ld(in.a_dst.data + i * in.a_dst.row_stride + h);
+  __device__ acc a_src_of(int64_t j, int64_t h) const {
+    return ld(in.a_src.data + j * in.a_src.row_stride + h);
+  }
+  __device__ acc a_dst_of(int64_t i, int64_t h) const {
+    return in.a_dst.data ? ld(in.a_dst.data + i * in.a_dst.row_stride + h) : acc(0);
+  }
+  // The leaky_relu input from its node terms, summed in the host kernel's order.
+  __device__ acc pre_of(acc a_src, acc a_dst, int64_t e, int64_t h) const {
+    acc p = a_src;
+    if (in.a_dst.data) p += a_dst;
     if (in.edge_attr.data) p += edge_term(e, h);
     return p;
   }
+  __device__ acc pre(int64_t i, int64_t j, int64_t e, int64_t h) const {
+    return pre_of(a_src_of(j, h), a_dst_of(i, h), e, h);
+  }
 
   struct Dst {
-    int64_t i;
+    acc a_dst;
   };
-  __device__ void load_dst(int64_t i, int64_t, const GroupLane&, int, Dst& d) const { d.i = i; }
+  __device__ void load_dst(int64_t i, int64_t h, const GroupLane&, int, Dst& d) const {
+    d.a_dst = a_dst_of(i, h);
+  }
 
+  __device__ acc source_term(int64_t j, int64_t h) const { return a_src_of(j, h); }
+  struct Rows {
+    S x;
+  };
   template <bool kValue>
-  __device__ acc score_part(const Dst&, int64_t j, int64_t, int64_t h, const GroupLane& g, int t,
+  __device__ void gather(int64_t j, int64_t h, const GroupLane& g, int t, Rows& r) const {
+    if (kValue) load_slots(head_row(in.x, j, h, C), g, t, r.x);
+  }
+  template <bool kValue>
+  __device__ acc score_part(const Dst&, const Rows& r, int64_t, int64_t, const GroupLane&, int,
                             S& value, S& w) const {
-    if (kValue) load_slots(head_row(in.x, j, h, C), g, t, value);
+    if (kValue) value = r.x;
     w.zero();
     return acc(0);
   }
-  __device__ acc finish_score(acc, const Dst& d, int64_t j, int64_t e, int64_t h,
+  __device__ acc finish_score(acc, const Dst& d, acc a_src, int64_t e, int64_t h,
                               acc& dw) const {
-    const acc p = pre(d.i, j, e, h);
+    const acc p = pre_of(a_src, d.a_dst, e, h);
     dw = leaky_relu_grad(p, slope);
     return leaky_relu(p, slope);
   }
@@ -136,15 +160,24 @@ struct GatPolicy {
   }
 
   struct Src {
-    int64_t j;
+    acc a_src;
   };
-  __device__ void load_src(int64_t j, int64_t, const GroupLane&, Src& s) const { s.j = j; }
-  __device__ void src_edge(const Src& s, int64_t i, int64_t e, int64_t h, const GroupLane& g,
-                           acc ds, acc at, const T* grad_out, SrcGrad<acc, VEC>& out) const {
+  __device__ void load_src(int64_t j, int64_t h, const GroupLane&, Src& s) const {
+    s.a_src = a_src_of(j, h);
+  }
+  struct DstRows {
     S gi;
-    load_slots(grad_out + (i * H + h) * C, g, g.tile, gi);
-    add_scaled(out.a, gi, at);
-    if (g.tile == 0) out.s += ds * leaky_relu_grad(pre(i, s.j, e, h), slope);
+    acc a_dst;
+  };
+  __device__ void gather_dst(int64_t i, int64_t h, const GroupLane& g, const T* grad_out,
+                             DstRows& r) const {
+    load_slots(grad_out + (i * H + h) * C, g, g.tile, r.gi);
+    r.a_dst = a_dst_of(i, h);
+  }
+  __device__ void src_edge(const Src& s, const DstRows& r, int64_t e, int64_t h,
+                           const GroupLane& g, acc ds, acc at, SrcGrad<acc, VEC>& out) const {
+    add_scaled(out.a, r.gi, at);
+    if (g.tile == 0) out.s += ds * leaky_relu_grad(pre_of(s.a_src, r.a_dst, e, h), slope);
   }
   __device__ void store_src_grad(int64_t j, int64_t h, const GroupLane& g,
                                  const SrcGrad<acc, VEC>& s) const {
@@ -195,10 +228,20 @@ struct GatV2Policy {
     load_slots(in.att + h * C, g, t, d.att);
   }
 
+  __device__ acc source_term(int64_t, int64_t) const { return acc(0); }
+  // The source rows are loaded in score_part (not yet measured gathered up front, where the 64
+  // registers of the forward would hold them in local memory).
+  struct Rows {
+    int64_t j;
+  };
+  template <bool>
+  __device__ void gather(int64_t j, int64_t, const GroupLane&, int, Rows& r) const {
+    r.j = j;
+  }
   template <bool kValue>
-  __device__ acc score_part(const Dst& d, int64_t j, int64_t e, int64_t h, const GroupLane& g,
+  __device__ acc score_part(const Dst& d, const Rows& r, int64_t e, int64_t h, const GroupLane& g,
                             int t, S& value, S& w) const {
-    load_slots(head_row(in.x_src, j, h, C), g, t, value);
+    load_slots(head_row(in.x_src, r.j, h, C), g, t, value);
     S ep;
     if (in.edge_attr.data) project_edge(in.edge_attr, w_t, H * C, e, h, C, g, t, ep);
     acc s = 0;
@@ -213,7 +256,7 @@ struct GatV2Policy {
       }
     return s;
   }
-  __device__ acc finish_score(acc sum, const Dst&, int64_t, int64_t, int64_t, acc& dw) const {
+  __device__ acc finish_score(acc sum, const Dst&, acc, int64_t, int64_t, acc& dw) const {
     dw = acc(0);
     return sum;
   }
@@ -229,11 +272,21 @@ struct GatV2Policy {
     load_slots(head_row(in.x_src, j, h, C), g, g.tile, s.xs);
     load_slots(in.att + h * C, g, g.tile, s.att);
   }
-  __device__ void src_edge(const Src& s, int64_t i, int64_t e, int64_t h, const GroupLane& g,
-                           acc ds, acc at, const T* grad_out, SrcGrad<acc, VEC>& out) const {
+  // The destination rows are loaded in src_edge: gathered up front, a batch's eight rows next to
+  // the source's slot arrays would not fit pass 2's 80 registers.
+  struct DstRows {
+    int64_t i;
+    const T* grad_out;
+  };
+  __device__ void gather_dst(int64_t i, int64_t, const GroupLane&, const T* grad_out,
+                             DstRows& r) const {
+    r = {i, grad_out};
+  }
+  __device__ void src_edge(const Src& s, const DstRows& r, int64_t e, int64_t h,
+                           const GroupLane& g, acc ds, acc at, SrcGrad<acc, VEC>& out) const {
     S gi, xd, ep;
-    load_slots(grad_out + (i * H + h) * C, g, g.tile, gi);
-    load_slots(head_row(in.x_dst, i, h, C), g, g.tile, xd);
+    load_slots(r.grad_out + (r.i * H + h) * C, g, g.tile, gi);
+    load_slots(head_row(in.x_dst, r.i, h, C), g, g.tile, xd);
     if (in.edge_attr.data) project_edge(in.edge_attr, w_t, H * C, e, h, C, g, g.tile, ep);
 #pragma unroll
     for (int k = 0; k < S::kN; ++k)
@@ -281,7 +334,9 @@ struct TransformerPolicy {
   static constexpr bool kSrcB = true;  // source gradient: key (a) and value (b)
   static constexpr bool kSrcS = false;
   static constexpr bool kAttGrad = false;
-  static constexpr int kBlocksForward = 4, kBlocksDst = 2, kBlocksSrc = 3;  // min_blocks
+  // min_blocks. The forward's 3 (80 registers) holds a batch's key and value rows (8 vectors of
+  // 4 channels) in registers; at 4 (64) ptxas keeps them in local memory.
+  static constexpr int kBlocksForward = 3, kBlocksDst = 2, kBlocksSrc = 3;
 
   TransformerInputs<T> in;
   TransformerGrads<T> grads;
@@ -298,19 +353,27 @@ struct TransformerPolicy {
     load_slots(head_row(in.query, i, h, C), g, t, d.q);
   }
 
+  __device__ acc source_term(int64_t, int64_t) const { return acc(0); }
+  struct Rows {
+    S key, value;
+  };
   template <bool kValue>
-  __device__ acc score_part(const Dst& d, int64_t j, int64_t e, int64_t h, const GroupLane& g,
+  __device__ void gather(int64_t j, int64_t h, const GroupLane& g, int t, Rows& r) const {
+    load_slots(head_row(in.key, j, h, C), g, t, r.key);
+    if (kValue) load_slots(head_row(in.value, j, h, C), g, t, r.value);
+  }
+  template <bool kValue>
+  __device__ acc score_part(const Dst& d, const Rows& r, int64_t e, int64_t h, const GroupLane& g,
                             int t, S& value, S& w) const {
-    S key, ep;
-    load_slots(head_row(in.key, j, h, C), g, t, key);
+    S ep;
     if (in.edge_attr.data) project_edge(in.edge_attr, w_t, H * C, e, h, C, g, t, ep);
-    if (kValue) load_slots(head_row(in.value, j, h, C), g, t, value);
+    if (kValue) value = r.value;
     acc s = 0;
 #pragma unroll
     for (int k = 0; k < S::kN; ++k)
 #pragma unroll
       for (int v = 0; v < VEC; ++v) {
-        acc kk = key.v[k][v];
+        acc kk = r.key.v[k][v];
         if (in.edge_attr.data) {
           kk += ep.v[k][v];
           if (kValue) value.v[k][v] += ep.v[k][v];
@@ -320,7 +383,7 @@ struct TransformerPolicy {
       }
     return s;
   }
-  __device__ acc finish_score(acc sum, const Dst&, int64_t, int64_t, int64_t, acc& dw) const {
+  __device__ acc finish_score(acc sum, const Dst&, acc, int64_t, int64_t, acc& dw) const {
     dw = acc(0);
     return sum * scale;
   }
@@ -331,13 +394,18 @@ struct TransformerPolicy {
 
   struct Src {};
   __device__ void load_src(int64_t, int64_t, const GroupLane&, Src&) const {}
-  __device__ void src_edge(const Src&, int64_t i, int64_t, int64_t h, const GroupLane& g, acc ds,
-                           acc at, const T* grad_out, SrcGrad<acc, VEC>& out) const {
+  struct DstRows {
     S qi, gi;
-    load_slots(head_row(in.query, i, h, C), g, g.tile, qi);
-    load_slots(grad_out + (i * H + h) * C, g, g.tile, gi);
-    add_scaled(out.a, qi, ds * scale);
-    add_scaled(out.b, gi, at);
+  };
+  __device__ void gather_dst(int64_t i, int64_t h, const GroupLane& g, const T* grad_out,
+                             DstRows& r) const {
+    load_slots(head_row(in.query, i, h, C), g, g.tile, r.qi);
+    load_slots(grad_out + (i * H + h) * C, g, g.tile, r.gi);
+  }
+  __device__ void src_edge(const Src&, const DstRows& r, int64_t, int64_t, const GroupLane&,
+                           acc ds, acc at, SrcGrad<acc, VEC>& out) const {
+    add_scaled(out.a, r.qi, ds * scale);
+    add_scaled(out.b, r.gi, at);
   }
   __device__ void store_src_grad(int64_t j, int64_t h, const GroupLane& g,
                                  const SrcGrad<acc, VEC>& s) const {
