@@ -199,6 +199,41 @@ def test_misaligned_and_strided_inputs(variant):
         assert_matches(got, base, *tolerance(torch.float32))
 
 
+# ---- one head of wide channels -----------------------------------------------------------------
+def single_head_edge_index(gen):
+    """Destination i < 40 has in-degree i (every padding count of an edge batch; 0: an empty row),
+    destination 40 has 300 in-edges (above the chunk length: merged from chunks), source 79 has
+    over 200 out-edges, 200 into destinations 41..59 (a chunked source in the backward);
+    destinations 60..79 have no in-edges."""
+    n = 80
+    dst = torch.repeat_interleave(torch.arange(40), torch.arange(40))
+    rows = [torch.stack([torch.randint(0, n, (dst.numel(),), generator=gen), dst]),
+            torch.stack([torch.randint(0, n, (300,), generator=gen), torch.full((300,), 40)]),
+            torch.stack([torch.full((200,), 79), torch.randint(41, 60, (200,), generator=gen)])]
+    return torch.cat(rows, 1), n
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("C", [64, 96, 128])
+@pytest.mark.parametrize("De", [None, 3])
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
+def test_single_head_wide_rows(variant, C, De, index_dtype):
+    gen = torch.Generator().manual_seed(C + (De or 0))
+    edge_index, n = single_head_edge_index(gen)
+    check_against_host(variant, edge_index, n, H=1, C=C, De=De, dropout=0.1,
+                       index_dtype=index_dtype)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("C", [64, 128])
+def test_single_head_wide_rows_storage_types(variant, dtype, C):
+    gen = torch.Generator().manual_seed(7 * C)
+    edge_index, n = single_head_edge_index(gen)
+    got = check_against_host(variant, edge_index, n, H=1, C=C, De=None, dtype=dtype)
+    assert torch.count_nonzero(got[0][60:]) == 0 and torch.count_nonzero(got[0][0]) == 0
+
+
 # ---- degree extremes --------------------------------------------------------------------------
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_hubs_split_over_many_blocks(variant):
