@@ -424,10 +424,10 @@ class Graph:
         """Degree statistics (computed once, from host copies of the two offset vectors), the
         tile layout's size and fill (``"tiles"``, ``"tile_fill"``: :func:`tile_layout`, built on
         the first call of ``stats``) and, for a ``reorder`` graph, the reordering's entries."""
-        from .ops.propagate_tiles import plans
+        from .ops._tile_choice import all_plans
         tiles = tile_layout(self)
         return {**self._degree_stats(), "tiles": tiles.num_tiles, "tile_fill": tiles.fill,
-                **self._reorder_stats, "tile_plans": plans(self)}
+                **self._reorder_stats, "tile_plans": all_plans(self)}
 
     @property
     def tile_policy(self) -> str:
@@ -436,7 +436,7 @@ class Graph:
 
     @tile_policy.setter
     def tile_policy(self, value: str) -> None:
-        from .ops.propagate_tiles import POLICIES
+        from .ops._tile_choice import POLICIES
         if value not in POLICIES:
             raise ValueError(f"tile_policy must be one of {POLICIES}, got {value!r}")
         self._tile_policy = value
@@ -510,8 +510,9 @@ class Graph:
         # Built layouts travel with the graph (a copy costs less than a build).
         g._tiles = {transposed: layout.to(device) for transposed, layout in self._tiles.items()}
         # The tile path's timed choices and cached values belong to the device they ran on.
-        g.__dict__.pop("_tile_plans", None)
-        g.__dict__.pop("_tile_values", None)
+        from .ops._tile_choice import STORES
+        for name in STORES:
+            g.__dict__.pop(name, None)
         return g
 
     def cpu(self) -> "Graph":

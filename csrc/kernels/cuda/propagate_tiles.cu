@@ -14,6 +14,12 @@ namespace {
 using namespace nvcuda;
 
 constexpr int kWarps = 4;                // warps per block, one row window each
+// Output features per warp. A window's wider rows take more warps (grid.y), each re-reading the
+// window's values and column ids: that costs less than the registers of a wider accumulator,
+// which would leave too few warps in flight to hide the latency of the gathers.
+constexpr int kFeatures = 64;
+// Blocks per SM the register budget is set for (at most 85 registers a thread).
+constexpr int kMinBlocks = 6;
 constexpr int kRows = int(kTileRows);    // 16
 constexpr int kCols = int(kTileCols);    // 8
 
@@ -53,14 +59,14 @@ struct Mma<bf16_t> {
 };
 
 // One warp's staging area: the A block, then the B rows, which the epilogue reuses for C.
-template <typename T, int kChunk>
+template <typename T>
 struct alignas(32) WarpStage {
   using In = typename Mma<T>::In;
   static constexpr int K = Mma<T>::K;
   In a[kRows * K];
   union alignas(32) {
-    In b[K * kChunk];
-    float c[kRows * kChunk];
+    In b[K * kFeatures];
+    float c[kRows * kFeatures];
   } bc;
 };
 
@@ -86,11 +92,11 @@ struct StepFetch {
   }
 };
 
-// One warp per (row window, kChunk output features). V elements of x per load (V > 1 only when
+// One warp per (row window, kFeatures output features). V elements of x per load (V > 1 only when
 // the host checked alignment and F % V == 0). Each step's column ids and A values are loaded a
 // step ahead, so the gathers of x are the only loads a step waits for.
-template <typename T, typename index_t, int V, int kChunk>
-__global__ void __launch_bounds__(kWarps * 32)
+template <typename T, typename index_t, int V>
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     tile_spmm_kernel(const int64_t* __restrict__ window_ptr, const index_t* __restrict__ tile_cols,
                      const index_t* __restrict__ row_order, const float* __restrict__ vals,
                      const T* __restrict__ x, int64_t x_stride, int64_t num_rows,
@@ -99,15 +105,15 @@ __global__ void __launch_bounds__(kWarps * 32)
   using M = Mma<T>;
   using In = typename M::In;
   constexpr int K = M::K;
-  constexpr int kFrags = kChunk / 16;
-  constexpr int kPerRow = kChunk / V;
+  constexpr int kFrags = kFeatures / 16;
+  constexpr int kPerRow = kFeatures / V;
   static_assert(sizeof(In) == sizeof(T), "B rows are copied bit for bit");
-  __shared__ WarpStage<T, kChunk> stages[kWarps];
+  __shared__ WarpStage<T> stages[kWarps];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t w = int64_t(blockIdx.x) * kWarps + warp;
   if (w >= num_windows) return;  // warps never synchronise with each other
-  WarpStage<T, kChunk>& st = stages[warp];
-  const int64_t f0 = int64_t(blockIdx.y) * kChunk;
+  WarpStage<T>& st = stages[warp];
+  const int64_t f0 = int64_t(blockIdx.y) * kFeatures;
 
   wmma::fragment<wmma::accumulator, 16, 16, K, float> acc[kFrags];
 #pragma unroll
@@ -122,7 +128,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (t + kStep < te) next.load(tile_cols, vals, t + kStep, te, lane);
 #pragma unroll
     for (int j = 0; j < StepFetch<K>::kA; ++j) st.a[lane + 32 * j] = M::from_float(cur.a[j]);
-    // B: the K source rows' features [f0, f0 + kChunk), zeros for padding and past F.
+    // B: the K source rows' features [f0, f0 + kFeatures), zeros for padding and past F.
 #pragma unroll
     for (int e = lane; e < K * kPerRow; e += 32) {
       const int k = e / kPerRow, f = (e % kPerRow) * V;
@@ -134,7 +140,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
         for (int u = 0; u < V; ++u) p.v[u] = T{};
       }
-      store_pack<T, V>(reinterpret_cast<T*>(st.bc.b) + k * kChunk + f, p);
+      store_pack<T, V>(reinterpret_cast<T*>(st.bc.b) + k * kFeatures + f, p);
     }
     __syncwarp();
     wmma::fragment<wmma::matrix_a, 16, 16, K, typename M::Prec, wmma::row_major> a;
@@ -143,7 +149,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int n = 0; n < kFrags; ++n) {
       wmma::fragment<wmma::matrix_b, 16, 16, K, typename M::Prec, wmma::row_major> b;
-      wmma::load_matrix_sync(b, st.bc.b + n * 16, kChunk);
+      wmma::load_matrix_sync(b, st.bc.b + n * 16, kFeatures);
       M::round(b);
       wmma::mma_sync(acc[n], a, b, acc[n]);
     }
@@ -153,11 +159,11 @@ __global__ void __launch_bounds__(kWarps * 32)
   // Epilogue: C through shared memory to the window's rows (+ bias), one rounding.
 #pragma unroll
   for (int n = 0; n < kFrags; ++n)
-    wmma::store_matrix_sync(st.bc.c + n * 16, acc[n], kChunk, wmma::mem_row_major);
+    wmma::store_matrix_sync(st.bc.c + n * 16, acc[n], kFeatures, wmma::mem_row_major);
   __syncwarp();
-  for (int e = lane; e < kRows * kChunk; e += 32) {
-    const int r = e / kChunk;
-    const int64_t f = f0 + e % kChunk, slot = w * kRows + r;
+  for (int e = lane; e < kRows * kFeatures; e += 32) {
+    const int r = e / kFeatures;
+    const int64_t f = f0 + e % kFeatures, slot = w * kRows + r;
     if (slot >= num_rows || f >= F) continue;
     const int64_t i = row_order ? int64_t(row_order[slot]) : slot;
     out[i * F + f] = from_acc<T>(st.bc.c[e] + (bias ? to_acc(bias[f]) : 0.0f));
@@ -198,36 +204,22 @@ void tile_values(const index_t* ptr, const int64_t* edge_slot, const acc* weight
   IOGNN_CUDA_CHECK_LAUNCH("tile_values");
 }
 
-// Launches with kChunk output features per warp (grid.y = the chunks of F).
-template <typename T, typename index_t, int kChunk>
-void launch_tile_spmm(const int64_t* window_ptr, const index_t* tile_cols,
-                      const index_t* row_order, const float* vals, const T* x, int64_t x_stride,
-                      int64_t num_rows, int64_t F, const T* bias, T* out, cudaStream_t stream) {
-  const int64_t windows = num_tile_windows(num_rows);
-  const dim3 grid(unsigned((windows + kWarps - 1) / kWarps), unsigned((F + kChunk - 1) / kChunk));
-  constexpr int V = kVec<T>;
-  if (is_aligned16(x) && x_stride % V == 0 && F % V == 0)
-    tile_spmm_kernel<T, index_t, V, kChunk><<<grid, kWarps * 32, 0, stream>>>(
-        window_ptr, tile_cols, row_order, vals, x, x_stride, num_rows, windows, F, bias, out);
-  else
-    tile_spmm_kernel<T, index_t, 1, kChunk><<<grid, kWarps * 32, 0, stream>>>(
-        window_ptr, tile_cols, row_order, vals, x, x_stride, num_rows, windows, F, bias, out);
-  IOGNN_CUDA_CHECK_LAUNCH("tile_spmm");
-}
-
 template <typename T, typename index_t>
 void tile_spmm(const int64_t* window_ptr, const index_t* tile_cols, const index_t* row_order,
                const float* vals, const T* x, int64_t x_stride, int64_t num_rows, int64_t F,
                const T* bias, T* out, cudaStream_t stream) {
   if (num_rows == 0 || F == 0) return;
-  // Wide rows take 128 features per warp (one read of each tile's values and columns for both
-  // halves); narrow ones 64, which wastes less of the MMA on padding.
-  if (F > 64)
-    launch_tile_spmm<T, index_t, 128>(window_ptr, tile_cols, row_order, vals, x, x_stride,
-                                      num_rows, F, bias, out, stream);
+  const int64_t windows = num_tile_windows(num_rows);
+  const dim3 grid(unsigned((windows + kWarps - 1) / kWarps),
+                  unsigned((F + kFeatures - 1) / kFeatures));
+  constexpr int V = kVec<T>;
+  if (is_aligned16(x) && x_stride % V == 0 && F % V == 0)
+    tile_spmm_kernel<T, index_t, V><<<grid, kWarps * 32, 0, stream>>>(
+        window_ptr, tile_cols, row_order, vals, x, x_stride, num_rows, windows, F, bias, out);
   else
-    launch_tile_spmm<T, index_t, 64>(window_ptr, tile_cols, row_order, vals, x, x_stride,
-                                     num_rows, F, bias, out, stream);
+    tile_spmm_kernel<T, index_t, 1><<<grid, kWarps * 32, 0, stream>>>(
+        window_ptr, tile_cols, row_order, vals, x, x_stride, num_rows, windows, F, bias, out);
+  IOGNN_CUDA_CHECK_LAUNCH("tile_spmm");
 }
 
 #define IOGNN_CUDA_TILE_SPMM(T, I)                                                               \

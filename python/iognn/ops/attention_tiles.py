@@ -12,20 +12,10 @@ tiles carry the multiplicity of each (destination, source) pair. The backward ru
 windows of the transposed layout (windows of sources, columns of destinations). Contract:
 ``csrc/kernels/attention_tiles_types.h``.
 
-Which path runs is decided per graph, dtype, heads and channels and direction by :func:`choose`,
-under the graph's ``tile_policy`` (as for propagate, ``ops/propagate_tiles.py``):
-
-- ``"csr"`` (the default): never the tiles.
-- ``"auto"``: the tiles are tried where they can run (a CUDA graph, fp16 / bf16 features, or fp32
-  with ``torch.backends.cuda.matmul.allow_tf32``, at most :data:`MAX_CHANNELS` channels per head)
-  and the layout's fill reaches :data:`MIN_FILL`; then both paths are timed once (a few calls
-  each, on the caller's features) and the faster one is kept for that (dtype, heads, channels) and
-  direction. Inside ``torch.compile`` or a CUDA graph capture nothing is timed: a choice made
-  earlier is reused, else the CSR path runs.
-- ``"tiles"``: the tiles wherever they can run, without timing. On the CPU this runs the host
-  twin of the kernels (a reference for tests: slower than the CSR kernels).
-
-The choices are visible in :func:`plans`.
+Which path runs is decided per graph, dtype, heads, channels and direction under the graph's
+``tile_policy`` (``"csr"``, ``"auto"``, ``"tiles"``: ``ops/_tile_choice.py``); heads wider than
+:data:`MAX_CHANNELS` stay on the CSR path. The choices are in :func:`plans` and
+``Graph.stats["tile_plans"]``.
 """
 from __future__ import annotations
 
@@ -35,42 +25,23 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-POLICIES = ("csr", "auto", "tiles")
-
-# Below this fill (distinct pairs / tile slots) the tiles are not timed: most of each block
-# product would be padding.
-MIN_FILL = 0.12
+from . import _tile_choice as choice
 
 # The widest head the CUDA kernels take (kernels/cuda/attention_tiles.h): wider heads stay on the
 # CSR path.
 MAX_CHANNELS = 128
 
-_TIMED_CALLS = 3
 _SLOTS = 128  # (row, column) slots of a 16 x 8 tile
-
-
-def _layout(graph, transposed: bool):
-    from ..graph import tile_layout
-    return tile_layout(graph, transposed=transposed)
 
 
 def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def supported(query: Tensor) -> bool:
-    """Whether the tile kernels can run on heads like ``query`` (device, precision, width)."""
-    if not query.is_cuda or query.size(2) > MAX_CHANNELS:
-        return False
-    if query.dtype in (torch.float16, torch.bfloat16):
-        return True
-    return query.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
-
-
 def _counts(graph, layout, transposed: bool, dtype: torch.dtype) -> Tensor:
     """The multiplicity of each slot's (destination, source) pair, kept on the graph."""
     key = (transposed, dtype, graph.device)
-    cache = graph.__dict__.setdefault("_attention_tile_counts", {})
+    cache = graph.__dict__.setdefault("_tile_counts", {})
     if key not in cache:
         cache[key] = torch.bincount(layout.edge_slot,
                                     minlength=layout.num_tiles * _SLOTS).to(dtype)
@@ -78,7 +49,7 @@ def _counts(graph, layout, transposed: bool, dtype: torch.dtype) -> Tensor:
 
 
 def _layout_args(graph, transposed: bool, dtype: torch.dtype):
-    layout = _layout(graph, transposed)
+    layout = choice.layout(graph, transposed)
     return (layout.window_ptr, layout.tile_cols, layout.row_order,
             _counts(graph, layout, transposed, _acc_dtype(dtype)))
 
@@ -134,63 +105,26 @@ class _TileTransformer(torch.autograd.Function):
         return (*grads, None, None, None, None)
 
 
-def _time_ms(fn) -> float:
-    fn()  # warm-up (and the lazy layout and counts)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(_TIMED_CALLS):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / _TIMED_CALLS
-
-
-def _plan(times: Tuple[float, float], fill: float, reason: str) -> dict:
-    csr_ms, tiles_ms = times
-    return {"path": "tiles" if tiles_ms < csr_ms else "csr", "csr_ms": csr_ms,
-            "tiles_ms": tiles_ms, "fill": fill, "reason": reason}
-
-
-def _fixed(path: str, fill: Optional[float], reason: str) -> Dict[str, dict]:
-    plan = {"path": path, "csr_ms": None, "tiles_ms": None, "fill": fill, "reason": reason}
-    return {"forward": dict(plan), "backward": dict(plan)}
-
-
-def _measure(graph, query, key, value, scale) -> Dict[str, dict]:
-    """Times both paths once per direction on the callers' shapes; returns the two plans."""
+def _measure(graph, query, key, value, scale) -> choice.Plan:
+    """Times both paths once per direction on the callers' shapes."""
+    t = choice.time_ms
     with torch.no_grad():
         out, lse = _tiles_forward(graph, query, key, value, scale)
         grad = torch.ones_like(out)
-        fwd = (_time_ms(lambda: _csr_forward(graph, query, key, value, scale)),
-               _time_ms(lambda: _tiles_forward(graph, query, key, value, scale)))
-        bwd = (_time_ms(lambda: _csr_backward(graph, query, key, value, lse, grad, scale)),
-               _time_ms(lambda: _tiles_backward(graph, query, key, value, out, lse, grad,
-                                                scale)))
-    return {"forward": _plan(fwd, _layout(graph, False).fill, "timed"),
-            "backward": _plan(bwd, _layout(graph, True).fill, "timed")}
+        return choice.timed(
+            (t(lambda: _csr_forward(graph, query, key, value, scale)),
+             t(lambda: _tiles_forward(graph, query, key, value, scale))),
+            (t(lambda: _csr_backward(graph, query, key, value, lse, grad, scale)),
+             t(lambda: _tiles_backward(graph, query, key, value, out, lse, grad, scale))), graph)
 
 
 def choose(graph, query: Tensor, key: Tensor, value: Tensor, scale: float) -> Tuple[bool, bool]:
     """(tiles for the forward, tiles for the backward) of the attention on ``graph`` for heads
     like ``query`` (key and value only serve the timing)."""
-    policy = getattr(graph, "tile_policy", "csr")
-    runs = supported(query) or (policy == "tiles" and query.device.type == "cpu")
-    if policy == "csr" or not runs or query.size(0) == 0:
-        return False, False
-    plan_key = (query.dtype, query.size(1), query.size(2))
-    known = graph.__dict__.setdefault("_attention_tile_plans", {})
-    plan = known.get(plan_key)
-    if plan is None:
-        if policy == "tiles":
-            plan = _fixed("tiles", None, "tile_policy='tiles'")
-        elif torch.compiler.is_compiling() or torch.cuda.is_current_stream_capturing():
-            return False, False  # nothing can be timed here; a later eager call decides
-        else:
-            fill = _layout(graph, False).fill
-            plan = (_measure(graph, query, key, value, scale) if fill >= MIN_FILL
-                    else _fixed("csr", fill, f"fill {fill:.3f} < {MIN_FILL}"))
-        known[plan_key] = plan
-    return plan["forward"]["path"] == "tiles", plan["backward"]["path"] == "tiles"
+    takes = choice.tensor_cores_take(query) and query.size(2) <= MAX_CHANNELS
+    return choice.choose(graph, query, takes, "_attention_tile_plans",
+                         (query.dtype, query.size(1), query.size(2)),
+                         lambda: _measure(graph, query, key, value, scale))
 
 
 def plans(graph) -> Dict[str, dict]:

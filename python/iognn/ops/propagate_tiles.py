@@ -8,20 +8,9 @@ Cores (TF32 for fp32, fp16 / bf16; fp32 accumulation). The row scale of ``mean``
 weights are folded into the tiles' values; the backward of ``x`` is the same product over the
 transposed layout (no atomics: deterministic); the weights' gradient stays on the CSR kernels.
 
-Which path runs is decided per graph, feature width, dtype and direction by
-:func:`choose`, under the graph's ``tile_policy``:
-
-- ``"csr"``: never the tiles (the default of a graph built without ``reorder``).
-- ``"auto"`` (the default of a graph built with ``reorder``): the tiles are tried where they can run
-  (a CUDA graph, fp16 / bf16 features, or fp32 with ``torch.backends.cuda.matmul.allow_tf32``) and
-  the layout's fill reaches :data:`MIN_FILL`; then both paths are timed once (a few calls each, on
-  the caller's features) and the faster one is kept for that (dtype, width, direction). Inside
-  ``torch.compile`` or a CUDA graph capture nothing is timed: a choice made earlier is reused, else
-  the CSR path runs.
-- ``"tiles"``: the tiles wherever they can run, without timing. On the CPU this runs the host
-  twin of the kernels (a reference for tests: slower than the CSR kernels).
-
-The choices are visible in :func:`plans` (and ``Graph.stats``).
+Which path runs is decided per graph, feature width, dtype, weighting, reduce and direction
+under the graph's ``tile_policy`` (``"csr"``, ``"auto"``, ``"tiles"``: ``ops/_tile_choice.py``);
+the choices are in :func:`plans` and ``Graph.stats["tile_plans"]``.
 """
 from __future__ import annotations
 
@@ -30,27 +19,7 @@ from typing import Dict, Optional, Tuple
 import torch
 from torch import Tensor
 
-POLICIES = ("csr", "auto", "tiles")
-
-# Below this fill (distinct pairs / tile slots) the tiles are not timed: each tile column then
-# carries fewer than ~2 edges, and the gathers it saves do not pay for the padded products.
-MIN_FILL = 0.12
-
-_TIMED_CALLS = 3
-
-
-def _tile_layout(graph, transposed: bool):
-    from ..graph import tile_layout
-    return tile_layout(graph, transposed=transposed)
-
-
-def supported(x: Tensor) -> bool:
-    """Whether the tile kernels can run on features like ``x`` (device and precision)."""
-    if not x.is_cuda:
-        return False
-    if x.dtype in (torch.float16, torch.bfloat16):
-        return True
-    return x.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
+from . import _tile_choice as choice
 
 
 def _values(graph, layout, weight: Optional[Tensor], reduce: str, transposed: bool,
@@ -77,7 +46,7 @@ def _values(graph, layout, weight: Optional[Tensor], reduce: str, transposed: bo
 
 def _spmm(graph, x: Tensor, weight: Optional[Tensor], reduce: str, bias: Optional[Tensor],
           transposed: bool) -> Tensor:
-    layout = _tile_layout(graph, transposed)
+    layout = choice.layout(graph, transposed)
     vals = _values(graph, layout, weight, reduce, transposed, torch.float32
                    if x.dtype != torch.float64 else torch.float64)
     rows = graph.num_src_nodes if transposed else graph.num_dst_nodes
@@ -126,64 +95,25 @@ class _TilePropagate(torch.autograd.Function):
         return grad_x, grad_w, grad_bias, None, None, None, None
 
 
-def _time_ms(fn) -> float:
-    fn()  # warm-up (and any lazy build)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(_TIMED_CALLS):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / _TIMED_CALLS
-
-
-def _measure(graph, x: Tensor, weight: Optional[Tensor], reduce: str) -> Dict[str, dict]:
-    """Times both paths once per direction on x's shape; returns the two plans."""
+def _measure(graph, x: Tensor, weight: Optional[Tensor], reduce: str) -> choice.Plan:
+    """Times both paths once per direction on x's shape."""
     grad = torch.ones(graph.num_dst_nodes, x.size(1), dtype=x.dtype, device=x.device)
-    fill = _tile_layout(graph, False).fill
-    fill_t = _tile_layout(graph, True).fill
+    t = choice.time_ms
     with torch.no_grad():
-        fwd = (_time_ms(lambda: _csr_forward(graph, x, weight, reduce, None)),
-               _time_ms(lambda: _spmm(graph, x, weight, reduce, None, False)))
-        bwd = (_time_ms(lambda: _csr_backward_x(graph, grad, weight, reduce)),
-               _time_ms(lambda: _spmm(graph, grad, weight, reduce, None, True)))
-    return {
-        "forward": _plan(fwd, fill, "timed"),
-        "backward": _plan(bwd, fill_t, "timed"),
-    }
-
-
-def _plan(times: Tuple[float, float], fill: float, reason: str) -> dict:
-    csr_ms, tiles_ms = times
-    return {"path": "tiles" if tiles_ms < csr_ms else "csr", "csr_ms": csr_ms,
-            "tiles_ms": tiles_ms, "fill": fill, "reason": reason}
-
-
-def _fixed(path: str, fill: Optional[float], reason: str) -> Dict[str, dict]:
-    plan = {"path": path, "csr_ms": None, "tiles_ms": None, "fill": fill, "reason": reason}
-    return {"forward": dict(plan), "backward": dict(plan)}
+        return choice.timed(
+            (t(lambda: _csr_forward(graph, x, weight, reduce, None)),
+             t(lambda: _spmm(graph, x, weight, reduce, None, False))),
+            (t(lambda: _csr_backward_x(graph, grad, weight, reduce)),
+             t(lambda: _spmm(graph, grad, weight, reduce, None, True))), graph)
 
 
 def choose(graph, x: Tensor, weight: Optional[Tensor], reduce: str) -> Tuple[bool, bool]:
     """(tiles for the forward, tiles for the backward of x) on ``graph`` for features like ``x``."""
-    policy = getattr(graph, "tile_policy", "csr")
-    runs = supported(x) or (policy == "tiles" and x.device.type == "cpu")
-    if policy == "csr" or not runs or x.size(0) == 0 or x.size(1) == 0:
+    if x.dim() != 2 or x.size(1) == 0:
         return False, False
-    key = (x.dtype, x.size(1), weight is not None, reduce)
-    known = graph.__dict__.setdefault("_tile_plans", {})
-    plan = known.get(key)
-    if plan is None:
-        if policy == "tiles":
-            plan = _fixed("tiles", None, "tile_policy='tiles'")
-        elif torch.compiler.is_compiling() or torch.cuda.is_current_stream_capturing():
-            return False, False  # nothing can be timed here; a later eager call decides
-        else:
-            fill = _tile_layout(graph, False).fill
-            plan = (_measure(graph, x, weight, reduce) if fill >= MIN_FILL
-                    else _fixed("csr", fill, f"fill {fill:.3f} < {MIN_FILL}"))
-        known[key] = plan
-    return plan["forward"]["path"] == "tiles", plan["backward"]["path"] == "tiles"
+    return choice.choose(graph, x, choice.tensor_cores_take(x), "_tile_plans",
+                         (x.dtype, x.size(1), weight is not None, reduce),
+                         lambda: _measure(graph, x, weight, reduce))
 
 
 def plans(graph) -> Dict[str, dict]:

@@ -1,0 +1,107 @@
+"""The choice between an op's tile path (Tensor Cores) and its CSR path, shared by propagate
+(``propagate_tiles.py``) and the Transformer attention (``attention_tiles.py``).
+
+Under the graph's ``tile_policy``: ``"csr"`` never takes the tiles; ``"tiles"`` takes them wherever
+the kernels run (on a CPU graph: the host twin, a reference for tests); ``"auto"`` takes them where
+they run and the layout's fill reaches :data:`MIN_FILL`, after timing both paths once per op key
+and direction on the caller's tensors (inside ``torch.compile`` or a CUDA graph capture nothing is
+timed: a choice made before is reused, else the CSR path runs). The plans (path, both times, fill,
+reason) are kept on the graph, per device, and listed by ``Graph.stats["tile_plans"]``.
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Callable, Dict, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+POLICIES = ("csr", "auto", "tiles")
+
+# Below this fill (distinct pairs / tile slots) "auto" does not time the tiles: each tile column
+# then carries fewer than two edges, and the CSR kernels were faster on every such graph measured.
+MIN_FILL = 0.12
+
+# The timing: a warm-up call, then the median of a few rounds of a few calls each (a single round
+# of three calls misjudged paths within 10% of each other).
+_ROUNDS, _CALLS = 3, 5
+
+Plan = Dict[str, dict]  # {"forward": {...}, "backward": {...}}
+
+
+def layout(graph, transposed: bool):
+    from ..graph import tile_layout
+    return tile_layout(graph, transposed=transposed)
+
+
+def tensor_cores_take(x: Tensor) -> bool:
+    """Whether the CUDA tile kernels take features like ``x`` (device and precision)."""
+    if not x.is_cuda:
+        return False
+    if x.dtype in (torch.float16, torch.bfloat16):
+        return True
+    return x.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
+
+
+def time_ms(fn: Callable[[], object]) -> float:
+    fn()  # warm-up (and any lazy build)
+    times = []
+    for _ in range(_ROUNDS):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(_CALLS):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / _CALLS)
+    return statistics.median(times)
+
+
+def timed(forward: Tuple[float, float], backward: Tuple[float, float], graph) -> Plan:
+    """The plan of two timed directions, ``(csr_ms, tiles_ms)`` each."""
+    def one(times, fill):
+        csr_ms, tiles_ms = times
+        return {"path": "tiles" if tiles_ms < csr_ms else "csr", "csr_ms": csr_ms,
+                "tiles_ms": tiles_ms, "fill": fill, "reason": "timed"}
+    return {"forward": one(forward, layout(graph, False).fill),
+            "backward": one(backward, layout(graph, True).fill)}
+
+
+def fixed(path: str, fill: Optional[float], reason: str) -> Plan:
+    plan = {"path": path, "csr_ms": None, "tiles_ms": None, "fill": fill, "reason": reason}
+    return {"forward": dict(plan), "backward": dict(plan)}
+
+
+def choose(graph, x: Tensor, kernels_take: bool, store: str, key: tuple,
+           measure: Callable[[], Plan]) -> Tuple[bool, bool]:
+    """(tiles for the forward, tiles for the backward) of the op whose plans live in
+    ``graph.<store>`` under ``key``; ``kernels_take``: whether the CUDA kernels take the call's
+    tensors (``x``'s device decides between them and the host twin)."""
+    policy = getattr(graph, "tile_policy", "csr")
+    runs = kernels_take if x.is_cuda else policy == "tiles"
+    if policy == "csr" or not runs or x.numel() == 0:
+        return False, False
+    known = graph.__dict__.setdefault(store, {})
+    plan = known.get(key)
+    if plan is None:
+        if policy == "tiles":
+            plan = fixed("tiles", None, "tile_policy='tiles'")
+        elif torch.compiler.is_compiling() or torch.cuda.is_current_stream_capturing():
+            return False, False  # nothing can be timed here; a later eager call decides
+        else:
+            fill = layout(graph, False).fill
+            plan = (measure() if fill >= MIN_FILL
+                    else fixed("csr", fill, f"fill {fill:.3f} < {MIN_FILL}"))
+        known[key] = plan
+    return plan["forward"]["path"] == "tiles", plan["backward"]["path"] == "tiles"
+
+
+# The graph attributes the tile paths keep per device (Graph.to drops them).
+STORES = ("_tile_plans", "_attention_tile_plans", "_tile_values", "_tile_counts")
+
+
+def all_plans(graph) -> Dict[str, Plan]:
+    """Every op's plans on ``graph``, named ``"<op> <dtype> <shape>"``."""
+    from . import attention_tiles, propagate_tiles
+    return {**{f"propagate {k}": v for k, v in propagate_tiles.plans(graph).items()},
+            **{f"transformer {k}": v for k, v in attention_tiles.plans(graph).items()}}
