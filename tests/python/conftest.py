@@ -167,3 +167,12 @@ def compared_results(report: dict, table: str, columns) -> dict:
     assert set(results) == {"iognn", "pyg"}
     assert results["iognn"]["batch_digest"] == results["pyg"]["batch_digest"]
     return results
+
+
+@pytest.fixture
+def allow_tf32():
+    """TF32 allowed for the test (the Tensor Core tile paths take fp32 only then), restored after."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    yield
+    torch.backends.cuda.matmul.allow_tf32 = before

@@ -16,20 +16,12 @@ from iognn.ops.attention import transformer_attention
 from conftest import GRAPH_CASES, sizes
 from test_propagate_cuda import poison_next
 
-pytestmark = pytest.mark.cuda
+pytestmark = [pytest.mark.cuda, pytest.mark.usefixtures("allow_tf32")]
 
 # Largest error over a tensor, relative to its largest reference entry.
 TOLERANCE = {torch.bfloat16: 4e-2, torch.float16: 8e-3, torch.float32: 8e-3}
 LOW = [torch.bfloat16, torch.float16, torch.float32]
 HEADS_CHANNELS = [(1, 8), (2, 16), (4, 32), (1, 128)]
-
-
-@pytest.fixture(autouse=True)
-def allow_tf32():
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = True
-    yield
-    torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def tile_graph(edge_index, size, policy="tiles", **kwargs):

@@ -25,10 +25,11 @@ def reference(edge_index, x, w, reduce, num_dst, bias=None):
 @pytest.mark.parametrize("reduce", ["sum", "mean"])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("biased", [False, True])
-def test_matches_pyg_on_every_graph_case(graph_case, reduce, weighted, biased):
+@pytest.mark.parametrize("policy", ["csr", "tiles"])  # tiles: the tile path's host twin
+def test_matches_pyg_on_every_graph_case(graph_case, reduce, weighted, biased, policy):
     name, edge_index, size = graph_case
     num_src, num_dst = sizes(size)
-    g = iognn.Graph(edge_index, size)
+    g = iognn.Graph(edge_index, size, tile_policy=policy)
     torch.manual_seed(0)
     x = torch.randn(num_src, 6, dtype=torch.float64, requires_grad=True)
     w = torch.rand(edge_index.size(1), dtype=torch.float64, requires_grad=True) if weighted else None
@@ -38,6 +39,7 @@ def test_matches_pyg_on_every_graph_case(graph_case, reduce, weighted, biased):
     torch.testing.assert_close(out, ref)
     if out.numel() == 0:
         return
+    assert bool(g.stats["tile_plans"]) == (policy == "tiles")  # the path taken is recorded
     grad = torch.randn_like(out)
     inputs = (x,) + ((w,) if weighted else ()) + ((b,) if biased else ())
     got = torch.autograd.grad(out, inputs, grad, allow_unused=True)

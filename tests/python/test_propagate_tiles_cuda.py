@@ -15,19 +15,11 @@ from iognn.ops import propagate, propagate_tiles
 from conftest import GRAPH_CASES, sizes
 from test_propagate_cuda import poison_next
 
-pytestmark = pytest.mark.cuda
+pytestmark = [pytest.mark.cuda, pytest.mark.usefixtures("allow_tf32")]
 
 # Operand rounding of each precision, times a margin for fp32 accumulation over long rows.
 OPERAND_EPS = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11, torch.float32: 2.0 ** -10}
 LOW = [torch.bfloat16, torch.float16, torch.float32]
-
-
-@pytest.fixture(autouse=True)
-def allow_tf32():
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = True
-    yield
-    torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def check_bounded(got, x, w, g_cpu, reduce, dtype, bias=None, what="out"):

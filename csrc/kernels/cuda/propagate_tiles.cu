@@ -1,12 +1,9 @@
 #include "kernels/cuda/propagate_tiles.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <mma.h>
-
 #include "core/cuda_check.h"
 #include "core/tiles.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/tile_mma.cuh"
 
 namespace iognn::cuda {
 namespace {
@@ -23,46 +20,11 @@ constexpr int kMinBlocks = 6;
 constexpr int kRows = int(kTileRows);    // 16
 constexpr int kCols = int(kTileCols);    // 8
 
-// The MMA operand type, precision tag and depth K for each storage type: TF32 takes one 8-column
-// tile per step, fp16 / bf16 two.
-template <typename T>
-struct Mma;
-template <>
-struct Mma<float> {
-  using In = float;
-  using Prec = wmma::precision::tf32;
-  static constexpr int K = 8;
-  __device__ static In from_float(float v) { return v; }
-  template <class Frag>
-  __device__ static void round(Frag& f) {
-#pragma unroll
-    for (int i = 0; i < f.num_elements; ++i) f.x[i] = wmma::__float_to_tf32(f.x[i]);
-  }
-};
-template <>
-struct Mma<half_t> {
-  using In = __half;
-  using Prec = __half;
-  static constexpr int K = 16;
-  __device__ static In from_float(float v) { return __float2half_rn(v); }
-  template <class Frag>
-  __device__ static void round(Frag&) {}
-};
-template <>
-struct Mma<bf16_t> {
-  using In = __nv_bfloat16;
-  using Prec = __nv_bfloat16;
-  static constexpr int K = 16;
-  __device__ static In from_float(float v) { return __float2bfloat16_rn(v); }
-  template <class Frag>
-  __device__ static void round(Frag&) {}
-};
-
 // One warp's staging area: the A block, then the B rows, which the epilogue reuses for C.
 template <typename T>
 struct alignas(32) WarpStage {
-  using In = typename Mma<T>::In;
-  static constexpr int K = Mma<T>::K;
+  using In = typename TileMma<T>::In;
+  static constexpr int K = TileMma<T>::K;
   In a[kRows * K];
   union alignas(32) {
     In b[K * kFeatures];
@@ -102,7 +64,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
                      const T* __restrict__ x, int64_t x_stride, int64_t num_rows,
                      int64_t num_windows, int64_t F, const T* __restrict__ bias,
                      T* __restrict__ out) {
-  using M = Mma<T>;
+  using M = TileMma<T>;
   using In = typename M::In;
   constexpr int K = M::K;
   constexpr int kFrags = kFeatures / 16;
@@ -143,16 +105,9 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
       store_pack<T, V>(reinterpret_cast<T*>(st.bc.b) + k * kFeatures + f, p);
     }
     __syncwarp();
-    wmma::fragment<wmma::matrix_a, 16, 16, K, typename M::Prec, wmma::row_major> a;
-    wmma::load_matrix_sync(a, st.a, K);
-    M::round(a);
 #pragma unroll
-    for (int n = 0; n < kFrags; ++n) {
-      wmma::fragment<wmma::matrix_b, 16, 16, K, typename M::Prec, wmma::row_major> b;
-      wmma::load_matrix_sync(b, st.bc.b + n * 16, kFeatures);
-      M::round(b);
-      wmma::mma_sync(acc[n], a, b, acc[n]);
-    }
+    for (int n = 0; n < kFrags; ++n)
+      mma_block<T, wmma::row_major, K>(acc[n], st.a, K, st.bc.b + n * 16, kFeatures);
     __syncwarp();  // the next step overwrites the stage
   }
 

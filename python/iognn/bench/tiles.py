@@ -35,23 +35,12 @@ def _shuffled(edge_index, num_nodes: int, seed: int):
     return perm.to(edge_index.device)[edge_index]
 
 
-def _ms(fn, reps: int = 10) -> float:
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / reps
-
-
 def sweep_rows(graphs: Sequence[str], orders: Sequence[str], dtypes: Sequence[str], F: int,
                seed: int, data_dir: Optional[str], log=print) -> List[dict]:
     import iognn
     from iognn.graph import tile_layout
     from iognn.ops import propagate_tiles as pt
+    from iognn.ops._tile_choice import time_ms as _ms
     from .graphs import is_synthetic, load_graph
 
     torch.backends.cuda.matmul.allow_tf32 = True
