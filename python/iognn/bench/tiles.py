@@ -1,8 +1,9 @@
 """``python -m iognn.bench.tiles``: the tile (Tensor Core) path of propagate against the CSR path.
 
 Sweep (``--sweep``): for every graph and ordering, the tile layout's fill, the ordering's cost, and
-propagate forward / backward (grad_x) times on both paths at width F in bf16 and TF32, with the
-automatic choice (``tile_policy='auto'``) and its time against the faster path. Synthetic graphs
+the forward / backward times on both paths of propagate (sum; the backward is grad_x) and of the
+Transformer attention (H heads of F / H channels; the backward gives q, k, v) at width F in bf16
+and TF32, with the automatic choice (``tile_policy='auto'``) and its time against the faster path. Synthetic graphs
 are shuffled first (random node ids, as graphs come from files), so an ordering has locality to
 recover; real graphs keep the order of their files. Orderings: ``native`` (a synthetic graph in its
 generator's order: communities, molecules and mesh rows contiguous, the best case an ordering can
@@ -35,11 +36,41 @@ def _shuffled(edge_index, num_nodes: int, seed: int):
     return perm.to(edge_index.device)[edge_index]
 
 
-def sweep_rows(graphs: Sequence[str], orders: Sequence[str], dtypes: Sequence[str], F: int,
-               seed: int, data_dir: Optional[str], log=print) -> List[dict]:
+def _op_timings(op: str, g, n: int, dtype: torch.dtype, F: int, ms):
+    """The four times (csr / tiles, forward / backward) of ``op`` on ``g`` at width F, and the
+    choice "auto" makes (timed afresh). ``op``: "propagate" (sum) or "transformer:H" (H heads of
+    F / H channels)."""
+    from iognn.ops import attention_tiles as at, propagate_tiles as pt
+    g.tile_policy = "auto"
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    if op == "propagate":
+        x = torch.randn(n, F, device="cuda", generator=gen).to(dtype)
+        grad = torch.randn(n, F, device="cuda", generator=gen).to(dtype)
+        times = {"csr_fwd": ms(lambda: pt._csr_forward(g, x, None, "sum", None)),
+                 "csr_bwd": ms(lambda: pt._csr_backward_x(g, grad, None, "sum")),
+                 "tiles_fwd": ms(lambda: pt._spmm(g, x, None, "sum", None, False)),
+                 "tiles_bwd": ms(lambda: pt._spmm(g, grad, None, "sum", None, True))}
+        g.__dict__.pop("_tile_plans", None)
+        return times, lambda: pt.choose(g, x, None, "sum")
+    heads = int(op.split(":")[1])
+    q, k, v = (torch.randn(n, heads, F // heads, device="cuda", generator=gen).to(dtype)
+               for _ in range(3))
+    scale = (F // heads) ** -0.5
+    out, lse = at._csr_forward(g, q, k, v, scale)
+    grad = torch.randn_like(out)
+    times = {"csr_fwd": ms(lambda: at._csr_forward(g, q, k, v, scale)),
+             "csr_bwd": ms(lambda: at._csr_backward(g, q, k, v, lse, grad, scale)),
+             "tiles_fwd": ms(lambda: at._tiles_forward(g, q, k, v, scale)),
+             "tiles_bwd": ms(lambda: at._tiles_backward(g, q, k, v, out, lse, grad, scale))}
+    g.__dict__.pop("_attention_tile_plans", None)
+    return times, lambda: at.choose(g, q, k, v, scale)
+
+
+def sweep_rows(graphs: Sequence[str], orders: Sequence[str], ops: Sequence[str],
+               dtypes: Sequence[str], F: int, seed: int, data_dir: Optional[str],
+               log=print) -> List[dict]:
     import iognn
     from iognn.graph import tile_layout
-    from iognn.ops import propagate_tiles as pt
     from iognn.ops._tile_choice import time_ms as _ms
     from .graphs import is_synthetic, load_graph
 
@@ -64,36 +95,28 @@ def sweep_rows(graphs: Sequence[str], orders: Sequence[str], dtypes: Sequence[st
                 continue
             stats = g.stats
             fill = tile_layout(g).fill
-            for name in dtypes:
-                dtype = DTYPES[name]
-                x = torch.randn(n, F, device="cuda").to(dtype)
-                grad = torch.randn(n, F, device="cuda").to(dtype)
-                t = {
-                    "csr_fwd": _ms(lambda: pt._csr_forward(g, x, None, "sum", None)),
-                    "csr_bwd": _ms(lambda: pt._csr_backward_x(g, grad, None, "sum")),
-                    "tiles_fwd": _ms(lambda: pt._spmm(g, x, None, "sum", None, False)),
-                    "tiles_bwd": _ms(lambda: pt._spmm(g, grad, None, "sum", None, True)),
-                }
-                g.tile_policy = "auto"
-                g.__dict__.pop("_tile_plans", None)
-                fwd_tiles, bwd_tiles = pt.choose(g, x, None, "sum")
-                csr = t["csr_fwd"] + t["csr_bwd"]
-                tiles = t["tiles_fwd"] + t["tiles_bwd"]
-                auto = ((t["tiles_fwd"] if fwd_tiles else t["csr_fwd"])
-                        + (t["tiles_bwd"] if bwd_tiles else t["csr_bwd"]))
-                row = {"graph": spec, "order": order, "nodes": n, "edges": g.num_edges,
-                       "fill": fill, "reorder_s": stats.get("reorder_seconds", 0.0),
-                       "dtype": name, "F": F, **t, "speedup": csr / tiles,
-                       "auto": f"{'tiles' if fwd_tiles else 'csr'}/"
-                               f"{'tiles' if bwd_tiles else 'csr'}",
-                       "auto_vs_best": auto / min(csr, tiles)}
-                rows.append(row)
-                log(format_sweep_row(row))
+            for op in ops:
+                for name in dtypes:
+                    t, choose = _op_timings(op, g, n, DTYPES[name], F, _ms)
+                    fwd_tiles, bwd_tiles = choose()
+                    csr = t["csr_fwd"] + t["csr_bwd"]
+                    tiles = t["tiles_fwd"] + t["tiles_bwd"]
+                    auto = ((t["tiles_fwd"] if fwd_tiles else t["csr_fwd"])
+                            + (t["tiles_bwd"] if bwd_tiles else t["csr_bwd"]))
+                    row = {"graph": spec, "order": order, "op": op, "nodes": n,
+                           "edges": g.num_edges, "fill": fill,
+                           "reorder_s": stats.get("reorder_seconds", 0.0), "dtype": name, "F": F,
+                           **t, "speedup": csr / tiles,
+                           "auto": f"{'tiles' if fwd_tiles else 'csr'}/"
+                                   f"{'tiles' if bwd_tiles else 'csr'}",
+                           "auto_vs_best": auto / min(csr, tiles)}
+                    rows.append(row)
+                    log(format_sweep_row(row))
     return rows
 
 
 def format_sweep_row(r: dict) -> str:
-    return (f"{r['graph']:24s} {r['order']:6s} {r['dtype']:4s} fill {r['fill']:.3f} "
+    return (f"{r['graph']:22s} {r['order']:6s} {r['op']:13s} {r['dtype']:4s} fill {r['fill']:.3f} "
             f"reorder {r['reorder_s']:.2f} s | csr {r['csr_fwd']:.3f}+{r['csr_bwd']:.3f} ms "
             f"tiles {r['tiles_fwd']:.3f}+{r['tiles_bwd']:.3f} ms x{r['speedup']:.2f} | "
             f"auto {r['auto']} {r['auto_vs_best']:.3f} of best")
@@ -157,6 +180,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--train", action="store_true")
     p.add_argument("--graphs", default=",".join(SWEEP_GRAPHS))
     p.add_argument("--orders", default=",".join(ORDERS))
+    p.add_argument("--ops", default="propagate,transformer:4",
+                   help="propagate and/or transformer:H (H heads of feat / H channels)")
     p.add_argument("--dtypes", default=",".join(DTYPES))
     p.add_argument("--feat", type=int, default=128)
     p.add_argument("--datasets", default=",".join(TRAIN_DATASETS))
@@ -174,7 +199,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     out = {}
     if args.sweep:
         out["sweep"] = sweep_rows(args.graphs.split(","), args.orders.split(","),
-                                  args.dtypes.split(","), args.feat, args.seed, args.data_dir)
+                                  args.ops.split(","), args.dtypes.split(","), args.feat,
+                                  args.seed, args.data_dir)
     if args.train:
         out["train"] = train_rows(args.datasets.split(","), args.models.split(","),
                                   args.train_order, args.epochs, args.seed, args.data_dir)
