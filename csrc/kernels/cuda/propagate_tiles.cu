@@ -11,17 +11,11 @@ namespace {
 using namespace nvcuda;
 
 constexpr int kWarps = 4;                // warps per block, one row window each
-// Output features per warp. A window's wider rows take more warps (grid.y), each re-reading the
-// window's values and column ids: that costs less than the registers of a wider accumulator,
-// which would leave too few warps in flight to hide the latency of the gathers.
-constexpr int kFeatures = 64;
-// Blocks per SM the register budget is set for (at most 85 registers a thread).
-constexpr int kMinBlocks = 6;
 constexpr int kRows = int(kTileRows);    // 16
 constexpr int kCols = int(kTileCols);    // 8
 
 // One warp's staging area: the A block, then the B rows, which the epilogue reuses for C.
-template <typename T>
+template <typename T, int kFeatures>
 struct alignas(32) WarpStage {
   using In = typename TileMma<T>::In;
   static constexpr int K = TileMma<T>::K;
@@ -54,11 +48,11 @@ struct StepFetch {
   }
 };
 
-// One warp per (row window, kFeatures output features). V elements of x per load (V > 1 only when
-// the host checked alignment and F % V == 0). Each step's column ids and A values are loaded a
-// step ahead, so the gathers of x are the only loads a step waits for.
-template <typename T, typename index_t, int V>
-__global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
+// One warp per (row window, kFeatures output features). V elements of x per load and of out per
+// store (V > 1 only when the host checked alignment and F % V == 0). Each step's column ids and A
+// values are loaded a step ahead, so the gathers of x are the only loads a step waits for.
+template <typename T, typename index_t, int V, int kFeatures>
+__global__ void __launch_bounds__(kWarps * 32)
     tile_spmm_kernel(const int64_t* __restrict__ window_ptr, const index_t* __restrict__ tile_cols,
                      const index_t* __restrict__ row_order, const float* __restrict__ vals,
                      const T* __restrict__ x, int64_t x_stride, int64_t num_rows,
@@ -70,11 +64,11 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   constexpr int kFrags = kFeatures / 16;
   constexpr int kPerRow = kFeatures / V;
   static_assert(sizeof(In) == sizeof(T), "B rows are copied bit for bit");
-  __shared__ WarpStage<T> stages[kWarps];
+  __shared__ WarpStage<T, kFeatures> stages[kWarps];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t w = int64_t(blockIdx.x) * kWarps + warp;
   if (w >= num_windows) return;  // warps never synchronise with each other
-  WarpStage<T>& st = stages[warp];
+  WarpStage<T, kFeatures>& st = stages[warp];
   const int64_t f0 = int64_t(blockIdx.y) * kFeatures;
 
   wmma::fragment<wmma::accumulator, 16, 16, K, float> acc[kFrags];
@@ -116,12 +110,16 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   for (int n = 0; n < kFrags; ++n)
     wmma::store_matrix_sync(st.bc.c + n * 16, acc[n], kFeatures, wmma::mem_row_major);
   __syncwarp();
-  for (int e = lane; e < kRows * kFeatures; e += 32) {
-    const int r = e / kFeatures;
-    const int64_t f = f0 + e % kFeatures, slot = w * kRows + r;
-    if (slot >= num_rows || f >= F) continue;
+  for (int e = lane; e < kRows * kPerRow; e += 32) {
+    const int r = e / kPerRow, c = (e % kPerRow) * V;
+    const int64_t f = f0 + c, slot = w * kRows + r;
+    if (slot >= num_rows || f >= F) continue;  // F % V == 0: a pack is wholly in or out
     const int64_t i = row_order ? int64_t(row_order[slot]) : slot;
-    out[i * F + f] = from_acc<T>(st.bc.c[e] + (bias ? to_acc(bias[f]) : 0.0f));
+    Pack<T, V> p;
+#pragma unroll
+    for (int u = 0; u < V; ++u)
+      p.v[u] = from_acc<T>(st.bc.c[r * kFeatures + c + u] + (bias ? to_acc(bias[f + u]) : 0.0f));
+    store_pack<T, V>(out + i * F + f, p);
   }
 }
 
@@ -159,22 +157,37 @@ void tile_values(const index_t* ptr, const int64_t* edge_slot, const acc* weight
   IOGNN_CUDA_CHECK_LAUNCH("tile_values");
 }
 
-template <typename T, typename index_t>
-void tile_spmm(const int64_t* window_ptr, const index_t* tile_cols, const index_t* row_order,
-               const float* vals, const T* x, int64_t x_stride, int64_t num_rows, int64_t F,
-               const T* bias, T* out, cudaStream_t stream) {
-  if (num_rows == 0 || F == 0) return;
+template <typename T, typename index_t, int kFeatures>
+void launch_tile_spmm(const int64_t* window_ptr, const index_t* tile_cols,
+                      const index_t* row_order, const float* vals, const T* x, int64_t x_stride,
+                      int64_t num_rows, int64_t F, const T* bias, T* out, cudaStream_t stream) {
   const int64_t windows = num_tile_windows(num_rows);
   const dim3 grid(unsigned((windows + kWarps - 1) / kWarps),
                   unsigned((F + kFeatures - 1) / kFeatures));
   constexpr int V = kVec<T>;
   if (is_aligned16(x) && x_stride % V == 0 && F % V == 0)
-    tile_spmm_kernel<T, index_t, V><<<grid, kWarps * 32, 0, stream>>>(
+    tile_spmm_kernel<T, index_t, V, kFeatures><<<grid, kWarps * 32, 0, stream>>>(
         window_ptr, tile_cols, row_order, vals, x, x_stride, num_rows, windows, F, bias, out);
   else
-    tile_spmm_kernel<T, index_t, 1><<<grid, kWarps * 32, 0, stream>>>(
+    tile_spmm_kernel<T, index_t, 1, kFeatures><<<grid, kWarps * 32, 0, stream>>>(
         window_ptr, tile_cols, row_order, vals, x, x_stride, num_rows, windows, F, bias, out);
   IOGNN_CUDA_CHECK_LAUNCH("tile_spmm");
+}
+
+template <typename T, typename index_t>
+void tile_spmm(const int64_t* window_ptr, const index_t* tile_cols, const index_t* row_order,
+               const float* vals, const T* x, int64_t x_stride, int64_t num_rows, int64_t F,
+               const T* bias, T* out, cudaStream_t stream) {
+  if (num_rows == 0 || F == 0) return;
+  // Rows wider than 64 features take 128 a warp: one read of each tile's values and column ids
+  // serves both halves (measured faster on an H200 than two warps of 64 despite the registers:
+  // 140 against 80).
+  if (F > 64)
+    launch_tile_spmm<T, index_t, 128>(window_ptr, tile_cols, row_order, vals, x, x_stride,
+                                      num_rows, F, bias, out, stream);
+  else
+    launch_tile_spmm<T, index_t, 64>(window_ptr, tile_cols, row_order, vals, x, x_stride,
+                                     num_rows, F, bias, out, stream);
 }
 
 #define IOGNN_CUDA_TILE_SPMM(T, I)                                                               \

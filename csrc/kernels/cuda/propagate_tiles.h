@@ -2,10 +2,10 @@
 // path"; host twins: kernels/cpu/propagate_tiles.h). Torch-free, asynchronous on `stream`, no
 // allocation, no synchronisation.
 //
-// tile_spmm runs one warp per (row window, 64 output features) on the Tensor Cores: per step the
-// warp stages a 16 x K block of values (K = 8 tf32 columns, or 16 fp16 / bf16 columns = two
-// tiles) and the K gathered source rows in shared memory, then issues one MMA per 16 features,
-// accumulating in fp32 registers. Every output row is written once by its window's warp (no
+// tile_spmm runs one warp per (row window, 64 or 128 output features) on the Tensor Cores: per
+// step the warp stages a 16 x K block of values (K = 8 tf32 columns, or 16 fp16 / bf16 columns =
+// two tiles) and the K gathered source rows in shared memory, then issues one MMA per 16
+// features, accumulating in fp32 registers. Every output row is written once by its window's warp (no
 // atomics; the steps run in tile order: deterministic). fp32 inputs run as TF32 (10-bit
 // mantissa): the caller decides whether the user allows that.
 #pragma once
