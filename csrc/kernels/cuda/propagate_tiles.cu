@@ -48,8 +48,10 @@ struct StepFetch {
   }
 };
 
-// One warp per (row window, kFeatures output features). V elements of x per load and of out per
-// store (V > 1 only when the host checked alignment and F % V == 0). Each step's column ids and A
+// One warp per (row window, kFeatures output features). V elements of x per load (V > 1 only
+// when the host checked alignment and F % V == 0); the epilogue stores one element a lane, the
+// lanes of a row side by side (measured faster than V-wide stores, whose reads of the staged sums
+// conflict in shared memory or cost registers). Each step's column ids and A
 // values are loaded a step ahead, so the gathers of x are the only loads a step waits for.
 template <typename T, typename index_t, int V, int kFeatures>
 __global__ void __launch_bounds__(kWarps * 32)
@@ -99,9 +101,17 @@ __global__ void __launch_bounds__(kWarps * 32)
       store_pack<T, V>(reinterpret_cast<T*>(st.bc.b) + k * kFeatures + f, p);
     }
     __syncwarp();
+    // One A fragment serves every 16-feature block of the step.
+    wmma::fragment<wmma::matrix_a, 16, 16, K, typename M::Prec, wmma::row_major> a;
+    wmma::load_matrix_sync(a, st.a, K);
+    M::round(a);
 #pragma unroll
-    for (int n = 0; n < kFrags; ++n)
-      mma_block<T, wmma::row_major, K>(acc[n], st.a, K, st.bc.b + n * 16, kFeatures);
+    for (int n = 0; n < kFrags; ++n) {
+      wmma::fragment<wmma::matrix_b, 16, 16, K, typename M::Prec, wmma::row_major> b;
+      wmma::load_matrix_sync(b, st.bc.b + n * 16, kFeatures);
+      M::round(b);
+      wmma::mma_sync(acc[n], a, b, acc[n]);
+    }
     __syncwarp();  // the next step overwrites the stage
   }
 
@@ -110,16 +120,12 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int n = 0; n < kFrags; ++n)
     wmma::store_matrix_sync(st.bc.c + n * 16, acc[n], kFeatures, wmma::mem_row_major);
   __syncwarp();
-  for (int e = lane; e < kRows * kPerRow; e += 32) {
-    const int r = e / kPerRow, c = (e % kPerRow) * V;
-    const int64_t f = f0 + c, slot = w * kRows + r;
-    if (slot >= num_rows || f >= F) continue;  // F % V == 0: a pack is wholly in or out
+  for (int e = lane; e < kRows * kFeatures; e += 32) {
+    const int r = e / kFeatures;
+    const int64_t f = f0 + e % kFeatures, slot = w * kRows + r;
+    if (slot >= num_rows || f >= F) continue;
     const int64_t i = row_order ? int64_t(row_order[slot]) : slot;
-    Pack<T, V> p;
-#pragma unroll
-    for (int u = 0; u < V; ++u)
-      p.v[u] = from_acc<T>(st.bc.c[r * kFeatures + c + u] + (bias ? to_acc(bias[f + u]) : 0.0f));
-    store_pack<T, V>(out + i * F + f, p);
+    out[i * F + f] = from_acc<T>(st.bc.c[e] + (bias ? to_acc(bias[f]) : 0.0f));
   }
 }
 

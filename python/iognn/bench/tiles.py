@@ -40,7 +40,7 @@ def _op_timings(op: str, g, n: int, dtype: torch.dtype, F: int, ms):
     """The four times (csr / tiles, forward / backward) of ``op`` on ``g`` at width F, and the
     choice "auto" makes (timed afresh). ``op``: "propagate" (sum) or "transformer:H" (H heads of
     F / H channels)."""
-    from iognn.ops import attention_tiles as at, propagate_tiles as pt
+    from iognn.ops import propagate_tiles as pt
     g.tile_policy = "auto"
     gen = torch.Generator(device="cuda").manual_seed(0)
     if op == "propagate":
@@ -52,6 +52,7 @@ def _op_timings(op: str, g, n: int, dtype: torch.dtype, F: int, ms):
                  "tiles_bwd": ms(lambda: pt._spmm(g, grad, None, "sum", None, True))}
         g.__dict__.pop("_tile_plans", None)
         return times, lambda: pt.choose(g, x, None, "sum")
+    from iognn.ops import attention_tiles as at
     heads = int(op.split(":")[1])
     q, k, v = (torch.randn(n, heads, F // heads, device="cuda", generator=gen).to(dtype)
                for _ in range(3))
