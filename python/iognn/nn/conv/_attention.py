@@ -11,7 +11,7 @@ from .._amp import like
 from .._graph import _EDGE_INDEX, Adjacency, is_edge_index, message_sizes, sparse_like
 from ..linear import Linear, register_bias
 from ._common import (MessagePassingArgs, MessagePassingModule, check_attention_aggr,
-                      check_float_features)
+                      check_float_features, store_arguments)
 
 
 class AttentionModule(MessagePassingModule):
@@ -26,12 +26,8 @@ class AttentionModule(MessagePassingModule):
         args = MessagePassingArgs(layer, kwargs, aggr="add", node_dim=0)
         check_attention_aggr(layer, args)
         args.install(self)
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.heads = heads
-        self.concat = concat
-        self.dropout = dropout
-        self.edge_dim = edge_dim
+        store_arguments(self, in_channels=in_channels, out_channels=out_channels, heads=heads,
+                        concat=concat, dropout=dropout, edge_dim=edge_dim)
 
     def _merge_heads(self, out: Tensor) -> Tensor:
         """``[N, H, C]`` heads concatenated into ``[N, H * C]``, or averaged into ``[N, C]``."""
@@ -51,10 +47,8 @@ class GATModule(AttentionModule):
                  add_self_loops: bool, edge_dim: Optional[int], fill_value, residual: bool):
         super().__init__(layer, kwargs, in_channels, out_channels, heads, concat, dropout,
                          edge_dim)
-        self.negative_slope = negative_slope
-        self.add_self_loops = add_self_loops
-        self.fill_value = fill_value
-        self.residual = residual
+        store_arguments(self, negative_slope=negative_slope, add_self_loops=add_self_loops,
+                        fill_value=fill_value, residual=residual)
 
     def _init_residual_and_bias(self, dst_channels: int, bias: bool) -> None:
         """``res`` (with ``residual``) and ``bias``, registered after the attention parameters

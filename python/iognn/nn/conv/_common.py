@@ -118,6 +118,13 @@ def check_attention_aggr(layer: str, args: MessagePassingArgs) -> None:
                                   f"aggr={args.aggr!r} is not supported")
 
 
+def store_arguments(module: torch.nn.Module, **arguments) -> None:
+    """Each constructor argument as the module attribute of its name: the hyper-parameters PyG's
+    layers expose (read by ``__repr__``, ``reset_parameters`` and user code)."""
+    for name, value in arguments.items():
+        setattr(module, name, value)
+
+
 def reset_module(module) -> None:
     """PyG's ``reset``: ``reset_parameters`` of ``module``, else of each child, recursively."""
     if hasattr(module, "reset_parameters"):

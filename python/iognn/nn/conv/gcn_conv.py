@@ -34,7 +34,7 @@ from .._graph import (_SPARSE_TENSOR, cached_graph, cached_on, edge_graph, is_sp
                       sparse_graph, sparse_input, weighted_adjacency)
 from ..linear import Linear, register_bias, zeros_
 from ._common import (MessagePassingArgs, MessagePassingModule, aggregate_weighted,
-                      check_edge_values, check_float_features)
+                      check_edge_values, check_float_features, store_arguments)
 
 
 class GCNConv(MessagePassingModule):
@@ -101,12 +101,8 @@ class GCNConv(MessagePassingModule):
             raise ValueError("'GCNConv' does not support adding self-loops to the graph when no "
                              "on-the-fly normalization is applied")
         args.install(self)
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.improved = improved
-        self.cached = cached
-        self.add_self_loops = add_self_loops
-        self.normalize = normalize
+        store_arguments(self, in_channels=in_channels, out_channels=out_channels, improved=improved,
+                        cached=cached, add_self_loops=add_self_loops, normalize=normalize)
         self._cache_index = None  # (Graph, weights), or a pair the user assigned
         self._cache_adj_t = None
         self.lin = Linear(in_channels, out_channels, bias=False, weight_initializer="glorot")

@@ -17,7 +17,7 @@ from .._graph import message_sizes, messages_graph, structural_adjacency
 from ..aggr import DegreeScalerAggregation
 from ..linear import Linear
 from ._common import (MessagePassingArgs, MessagePassingModule, check_edge_values,
-                      check_float_features, reset_module)
+                      check_float_features, reset_module, store_arguments)
 
 
 def _activation(act, act_kwargs: Optional[Dict[str, Any]]) -> torch.nn.Module:
@@ -103,11 +103,8 @@ class PNAConv(MessagePassingModule):
         if out_channels % towers != 0:
             raise ValueError(f"out_channels ({out_channels}) must be divisible by towers "
                              f"({towers})")
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.edge_dim = edge_dim
-        self.towers = towers
-        self.divide_input = divide_input
+        store_arguments(self, in_channels=in_channels, out_channels=out_channels, edge_dim=edge_dim,
+                        towers=towers, divide_input=divide_input)
         self.F_in = in_channels // towers if divide_input else in_channels
         self.F_out = self.out_channels // towers
         if self.edge_dim is not None:

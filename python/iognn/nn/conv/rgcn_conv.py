@@ -20,7 +20,7 @@ from ...ops.typed_propagate import typed_propagate
 from ...typed import TypedGraph
 from .._graph import cached, is_sparse, sparse_input
 from ..linear import glorot_, zeros_
-from ._common import MessagePassingArgs, MessagePassingModule
+from ._common import MessagePassingArgs, MessagePassingModule, store_arguments
 
 _REDUCE = {"add": "sum", "sum": "sum", "mean": "mean"}
 
@@ -122,12 +122,9 @@ class RGCNConv(MessagePassingModule):
         if num_bases is not None and num_blocks is not None:
             raise ValueError("Can not apply both basis-decomposition and "
                              "block-diagonal-decomposition at the same time.")
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.num_relations = num_relations
-        self.num_bases = num_bases
-        self.num_blocks = num_blocks
-        self.is_sorted = is_sorted
+        store_arguments(self, in_channels=in_channels, out_channels=out_channels,
+                        num_relations=num_relations, num_bases=num_bases, num_blocks=num_blocks,
+                        is_sorted=is_sorted)
         if isinstance(in_channels, int):
             in_channels = (in_channels, in_channels)
         self.in_channels_l = in_channels[0]

@@ -18,7 +18,8 @@ from .._amp import autocast_input
 from .._doc import shared_doc
 from .._graph import message_sizes, weighted_adjacency
 from ..linear import Linear
-from ._common import MessagePassingArgs, MessagePassingModule, aggregate_weighted, split_input
+from ._common import (MessagePassingArgs, MessagePassingModule, aggregate_weighted,
+                      split_input, store_arguments)
 
 
 @shared_doc
@@ -67,11 +68,8 @@ class SAGEConv(MessagePassingModule):
                  normalize: bool = False, root_weight: bool = True, project: bool = False,
                  bias: bool = True, **kwargs):
         super().__init__()
-        self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.normalize = normalize
-        self.root_weight = root_weight
-        self.project = project
+        store_arguments(self, in_channels=in_channels, out_channels=out_channels,
+                        normalize=normalize, root_weight=root_weight, project=project)
         if isinstance(in_channels, int):
             in_channels = (in_channels, in_channels)
         args = MessagePassingArgs("SAGEConv", dict(kwargs, aggr=aggr))

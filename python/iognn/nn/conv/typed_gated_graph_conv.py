@@ -28,6 +28,7 @@ from ...ops.typed_propagate import typed_propagate
 from ...typed import TypedGraph
 from .._amp import autocast_input, like
 from .._graph import cached
+from ._common import store_arguments
 from .gated_graph_conv import initial_state
 from .rgcn_conv import _typed_graph
 
@@ -114,12 +115,8 @@ class TypedGatedGraphConv(torch.nn.Module):
         if rates is not None and not isinstance(rates, DeviceRates):
             raise TypeError("rates must be an iognn.dense.DeviceRates, got "
                             f"{type(rates).__name__}")
-        self.channels = channels
-        self.num_steps = num_steps
-        self.num_edge_types = num_edge_types
-        self.reduce = reduce
-        self.path = path
-        self.rates = rates
+        store_arguments(self, channels=channels, num_steps=num_steps, num_edge_types=num_edge_types,
+                        reduce=reduce, path=path, rates=rates)
         self.last_path: Optional[str] = None
         self.last_choice: Optional[PathChoice] = None
         self.weight = torch.nn.Parameter(torch.empty(num_edge_types, channels, channels))
