@@ -9,14 +9,11 @@
 #include <string>
 #include <vector>
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
-
 #include "core/error.h"
 #include "expect_error.h"
 #include "kernels/cpu/hetero_neighbor_sample.h"
 #include "kernels/cpu/neighbor_sample.h"
+#include "omp_threads.h"
 
 namespace iognn::test {
 namespace {
@@ -153,12 +150,8 @@ TEST(HeteroNeighborSample, DeterministicBySeedAndThreadCount) {
   EXPECT_EQ(a.nodes[1].node, b.nodes[1].node);
   EXPECT_NE(a.edges[0].edge, c.edges[0].edge);
 #if defined(_OPENMP)
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const auto serial = run(7);
-  omp_set_num_threads(4);
-  const auto parallel = run(7);
-  omp_set_num_threads(threads);
+  const auto serial = with_omp_threads(1, [&] { return run(7); });
+  const auto parallel = with_omp_threads(4, [&] { return run(7); });
   EXPECT_EQ(serial.edges[1].edge, a.edges[1].edge);
   EXPECT_EQ(parallel.edges[1].edge, a.edges[1].edge);
   EXPECT_EQ(parallel.nodes[1].node, a.nodes[1].node);

@@ -14,13 +14,10 @@
 #include <string>
 #include <vector>
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
-
 #include "core/error.h"
 #include "expect_error.h"
 #include "kernels/cpu/neighbor_sample.h"
+#include "omp_threads.h"
 
 namespace iognn::test {
 namespace {
@@ -202,12 +199,8 @@ void expect_deterministic(NeighborSampleOptions options) {
   EXPECT_EQ(a.node, b.node);
   EXPECT_NE(a.edge, c.edge);
 #if defined(_OPENMP)
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const auto serial = run(42);
-  omp_set_num_threads(4);
-  const auto parallel = run(42);
-  omp_set_num_threads(threads);
+  const auto serial = with_omp_threads(1, [&] { return run(42); });
+  const auto parallel = with_omp_threads(4, [&] { return run(42); });
   EXPECT_EQ(serial.edge, a.edge);
   EXPECT_EQ(parallel.edge, a.edge);
   EXPECT_EQ(parallel.row, a.row);
