@@ -97,7 +97,7 @@ def choose(graph, x: Tensor, kernels_take: bool, store: str, key: tuple,
 
 
 # The graph attributes the tile paths keep per device (Graph.to drops them).
-STORES = ("_tile_plans", "_attention_tile_plans", "_tile_values", "_tile_counts")
+STORES = ("_tile_plans", "_attention_tile_plans", "_tile_values")
 
 
 def all_plans(graph) -> Dict[str, Plan]:

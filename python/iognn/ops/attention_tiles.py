@@ -19,39 +19,30 @@ Which path runs is decided per graph, dtype, heads, channels and direction under
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Dict, Tuple
 
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from . import _tile_choice as choice
+from ._checks import acc_dtype
 
 # The widest head the CUDA kernels take (kernels/cuda/attention_tiles.h): wider heads stay on the
 # CSR path.
 MAX_CHANNELS = 128
 
-_SLOTS = 128  # (row, column) slots of a 16 x 8 tile
-
-
-def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if dtype == torch.float64 else torch.float32
-
-
 def _counts(graph, layout, transposed: bool, dtype: torch.dtype) -> Tensor:
-    """The multiplicity of each slot's (destination, source) pair, kept on the graph."""
-    key = (transposed, dtype, graph.device)
-    cache = graph.__dict__.setdefault("_tile_counts", {})
-    if key not in cache:
-        cache[key] = torch.bincount(layout.edge_slot,
-                                    minlength=layout.num_tiles * _SLOTS).to(dtype)
-    return cache[key]
+    """The multiplicity of each slot's (destination, source) pair: propagate's unweighted sum
+    values of the layout, kept on the graph with them."""
+    from .propagate_tiles import _values
+    return _values(graph, layout, None, "sum", transposed, acc_dtype(dtype))
 
 
 def _layout_args(graph, transposed: bool, dtype: torch.dtype):
     layout = choice.layout(graph, transposed)
     return (layout.window_ptr, layout.tile_cols, layout.row_order,
-            _counts(graph, layout, transposed, _acc_dtype(dtype)))
+            _counts(graph, layout, transposed, dtype))
 
 
 def _tiles_forward(graph, query, key, value, scale) -> Tuple[Tensor, Tensor]:

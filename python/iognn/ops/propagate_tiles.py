@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from . import _tile_choice as choice
+from ._checks import acc_dtype
 
 
 def _values(graph, layout, weight: Optional[Tensor], reduce: str, transposed: bool,
@@ -47,8 +48,7 @@ def _values(graph, layout, weight: Optional[Tensor], reduce: str, transposed: bo
 def _spmm(graph, x: Tensor, weight: Optional[Tensor], reduce: str, bias: Optional[Tensor],
           transposed: bool) -> Tensor:
     layout = choice.layout(graph, transposed)
-    vals = _values(graph, layout, weight, reduce, transposed, torch.float32
-                   if x.dtype != torch.float64 else torch.float64)
+    vals = _values(graph, layout, weight, reduce, transposed, acc_dtype(x.dtype))
     rows = graph.num_src_nodes if transposed else graph.num_dst_nodes
     return torch.ops.iognn.propagate_tiles(layout.window_ptr, layout.tile_cols, layout.row_order,
                                            vals, x, bias, rows)
