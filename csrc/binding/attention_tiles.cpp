@@ -1,4 +1,4 @@
-// The tile path of the Graph Transformer attention: schemas, the host backend and the Meta
+// The tile path of the attention (Transformer, GAT): schemas, the host backend and the Meta
 // kernels. Op bodies: binding/attention_tiles_ops.h; contract: kernels/attention_tiles_types.h;
 // the CUDA backend: binding/cuda/attention_tiles.cpp; autograd and the choice of path:
 // python/iognn/ops/attention_tiles.py.
@@ -20,6 +20,14 @@ struct CpuAttentionTiles {
   static void backward(const Scope&, const TileAttentionBackward<T, I>& a) {
     cpu::transformer_tiles_backward<T, I>(a);
   }
+  template <typename T, typename I>
+  static void forward(const Scope&, const GatTileForward<T, I>& a) {
+    cpu::gat_tiles_forward<T, I>(a);
+  }
+  template <typename T, typename I>
+  static void backward(const Scope&, const GatTileBackward<T, I>& a) {
+    cpu::gat_tiles_backward<T, I>(a);
+  }
 };
 
 }  // namespace
@@ -34,6 +42,16 @@ TORCH_LIBRARY_FRAGMENT(iognn, m) {
       "Tensor counts, Tensor window_ptr_t, Tensor tile_cols_t, Tensor? row_order_t, "
       "Tensor counts_t, Tensor query, Tensor key, Tensor value, Tensor out, Tensor lse, "
       "Tensor grad_out, float scale) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value)");
+  m.def(
+      "gat_tiles_forward(Tensor window_ptr, Tensor tile_cols, Tensor? row_order, Tensor counts, "
+      "Tensor x, Tensor alpha_src, Tensor? alpha_dst, SymInt num_dst, float negative_slope) -> "
+      "(Tensor out, Tensor lse)");
+  m.def(
+      "gat_tiles_backward(Tensor window_ptr, Tensor tile_cols, Tensor? row_order, "
+      "Tensor counts, Tensor window_ptr_t, Tensor tile_cols_t, Tensor? row_order_t, "
+      "Tensor counts_t, Tensor x, Tensor alpha_src, Tensor? alpha_dst, Tensor out, Tensor lse, "
+      "Tensor grad_out, float negative_slope) -> (Tensor grad_x, Tensor grad_alpha_src, "
+      "Tensor grad_alpha_dst)");
 }
 
 TORCH_LIBRARY_IMPL(iognn, CPU, m) {

@@ -1,4 +1,4 @@
-// The tile-path ops of the Graph Transformer attention (contract: kernels/attention_tiles_types.h),
+// The tile-path ops of the attention (Transformer, GAT; contract: kernels/attention_tiles_types.h),
 // written once for every backend; schemas in binding/attention_tiles.cpp.
 //
 //   transformer_tiles_forward(window_ptr, tile_cols, row_order?, counts, query, key, value, scale)
@@ -7,6 +7,11 @@
 //                              window_ptr_t, tile_cols_t, row_order_t?, counts_t,
 //                              query, key, value, out, lse, grad_out, scale)
 //       -> (grad_query, grad_key, grad_value)
+//   gat_tiles_forward(window_ptr, tile_cols, row_order?, counts, x, alpha_src, alpha_dst?, num_dst,
+//                     negative_slope) -> (out [num_dst, H, C], lse [num_dst, H])
+//   gat_tiles_backward(<both layouts as above>, x, alpha_src, alpha_dst?, out, lse, grad_out,
+//                      negative_slope) -> (grad_x, grad_alpha_src, grad_alpha_dst ([0, H] without
+//                      alpha_dst))
 // The first layout is the destination-major one (iognn.graph.tile_layout(graph)), the `_t` one the
 // transposed (tile_layout(graph, transposed=True)); counts are the pair multiplicities of each
 // layout's slots, in the accumulation dtype. The layouts' contents (offsets, column ids) are
@@ -14,6 +19,7 @@
 // checked. A Backend provides, besides its Scope,
 //   template <typename T, typename I> static void forward(const Scope&, const TileAttentionForward<T, I>&);
 //   template <typename T, typename I> static void backward(const Scope&, const TileAttentionBackward<T, I>&);
+// and the same two for GatTileForward / GatTileBackward.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -40,7 +46,8 @@ struct LayoutArgs {
   const char* names[4];
 };
 
-inline void check_layout(const char* op, const LayoutArgs& L, int64_t num_rows, const Tensor& ref) {
+inline void check_layout(const char* op, const LayoutArgs& L, int64_t num_rows, const Tensor& ref,
+                         const char* ref_name = "query") {
   const auto& [window_ptr, tile_cols, row_order, counts, names] = L;
   TORCH_CHECK_TYPE(window_ptr.scalar_type() == at::kLong, op, ": ", names[0],
                    " must be int64, got ", window_ptr.scalar_type());
@@ -54,15 +61,53 @@ inline void check_layout(const char* op, const LayoutArgs& L, int64_t num_rows, 
   if (row_order) {
     check_index_vector(*row_order, op, names[2], num_rows);
     check_same_index_dtype(tile_cols, *row_order, op, names[2]);
-    check_device(*row_order, ref, op, names[2], "query");
+    check_device(*row_order, ref, op, names[2], ref_name);
   }
   check_dim(counts, 1, op, names[3]);
   check_size(counts, 0, tile_cols.size(0) * kTileSlots, op, names[3], "entries (128 per tile)");
   check_dtype(counts, acc_dtype(ref.scalar_type()), op, names[3]);
   TORCH_CHECK_VALUE(counts.is_contiguous(), op, ": ", names[3], " must be contiguous");
-  check_device(window_ptr, ref, op, names[0], "query");
-  check_device(tile_cols, ref, op, names[1], "query");
-  check_device(counts, ref, op, names[3], "query");
+  check_device(window_ptr, ref, op, names[0], ref_name);
+  check_device(tile_cols, ref, op, names[1], ref_name);
+  check_device(counts, ref, op, names[3], ref_name);
+}
+
+inline LayoutArgs forward_layout(const Tensor& window_ptr, const Tensor& tile_cols,
+                                 const OptTensor& row_order, const Tensor& counts) {
+  return {window_ptr, tile_cols, row_order, counts,
+          {"window_ptr", "tile_cols", "row_order", "counts"}};
+}
+inline LayoutArgs transposed_layout(const Tensor& window_ptr, const Tensor& tile_cols,
+                                    const OptTensor& row_order, const Tensor& counts) {
+  return {window_ptr, tile_cols, row_order, counts,
+          {"window_ptr_t", "tile_cols_t", "row_order_t", "counts_t"}};
+}
+
+// The backward's layouts and saved tensors: out and grad_out [num_dst, H, C], lse [num_dst, H]
+// like the forward's, against the reference features ref.
+inline void check_backward(const char* op, const LayoutArgs& L, const LayoutArgs& Lt,
+                           int64_t num_dst, int64_t num_src, int64_t H, int64_t C,
+                           const Tensor& out, const Tensor& lse, const Tensor& grad_out,
+                           const Tensor& ref, const char* ref_name) {
+  check_layout(op, L, num_dst, ref, ref_name);
+  check_layout(op, Lt, num_src, ref, ref_name);
+  check_same_index_dtype(L.tile_cols, Lt.tile_cols, op, "tile_cols_t");
+  for (const auto& [t, name] : {std::pair{&out, "out"}, std::pair{&grad_out, "grad_out"}})
+    attention::check_float_tensor(op, name, *t, {num_dst, H, C},
+                                  {"rows (destination nodes)", "heads", "channels"}, ref,
+                                  ref_name);
+  check_dim(lse, 2, op, "lse");
+  check_size(lse, 0, num_dst, op, "lse", "rows (destination nodes)");
+  check_size(lse, 1, H, op, "lse", "heads");
+  check_dtype(lse, acc_dtype(ref.scalar_type()), op, "lse");
+  check_device(lse, ref, op, "lse", ref_name);
+}
+
+// out [num_dst, H, C] like the features ref and lse [num_dst, H] in the accumulation dtype.
+inline std::tuple<Tensor, Tensor> forward_outputs(const Tensor& ref, const c10::SymInt& num_dst) {
+  return {at::empty_symint({num_dst, ref.sym_size(1), ref.sym_size(2)}, ref.options()),
+          at::empty_symint({num_dst, ref.sym_size(1)},
+                           ref.options().dtype(acc_dtype(ref.scalar_type())))};
 }
 
 // query [num_dst, H, C], key and value [num_src, H, C]: one dtype and device; returns (H, C).
@@ -86,6 +131,10 @@ template <typename T>
 NodeRows<T> rows_of(const Tensor& t) {
   return {cptr<T>(t), t.stride(0)};
 }
+template <typename T>
+NodeRows<T> optional_rows_of(const OptTensor& t) {
+  return t ? rows_of<T>(*t) : NodeRows<T>{};
+}
 
 inline at::Tensor empty_like_rows(const Tensor& t) {
   return at::empty_symint({t.sym_size(0), t.sym_size(1), t.sym_size(2)}, t.options());
@@ -98,20 +147,14 @@ struct TransformerTileOps {
                                             const Tensor& query_in, const Tensor& key_in,
                                             const Tensor& value_in, double scale) {
     constexpr const char* op = "iognn::transformer_tiles_forward";
-    auto outputs = [&] {
-      return std::tuple{empty_like_rows(query_in),
-                        at::empty_symint({query_in.sym_size(0), query_in.sym_size(1)},
-                                         query_in.options().dtype(
-                                             acc_dtype(query_in.scalar_type())))};
-    };
+    auto outputs = [&] { return forward_outputs(query_in, query_in.sym_size(0)); };
     if constexpr (is_meta_v<Backend>) {
       return outputs();
     } else {
       const auto hc = check_qkv(op, query_in, key_in, value_in);
       const int64_t H = hc.first, C = hc.second;
       const int64_t num_dst = query_in.size(0);
-      const LayoutArgs L{window_ptr, tile_cols, row_order, counts,
-                         {"window_ptr", "tile_cols", "row_order", "counts"}};
+      const LayoutArgs L = forward_layout(window_ptr, tile_cols, row_order, counts);
       check_layout(op, L, num_dst, query_in);
       Tensor out, lse;
       std::tie(out, lse) = outputs();
@@ -150,22 +193,10 @@ struct TransformerTileOps {
       const auto hc = check_qkv(op, query_in, key_in, value_in);
       const int64_t H = hc.first, C = hc.second;
       const int64_t num_dst = query_in.size(0), num_src = key_in.size(0);
-      const LayoutArgs L{window_ptr, tile_cols, row_order, counts,
-                         {"window_ptr", "tile_cols", "row_order", "counts"}};
-      const LayoutArgs Lt{window_ptr_t, tile_cols_t, row_order_t, counts_t,
-                          {"window_ptr_t", "tile_cols_t", "row_order_t", "counts_t"}};
-      check_layout(op, L, num_dst, query_in);
-      check_layout(op, Lt, num_src, query_in);
-      check_same_index_dtype(tile_cols, tile_cols_t, op, "tile_cols_t");
-      for (const auto& [t, name] : {std::pair{&out_in, "out"}, std::pair{&grad_out_in, "grad_out"}})
-        attention::check_float_tensor(op, name, *t, {num_dst, H, C},
-                                      {"rows (destination nodes)", "heads", "channels"},
-                                      query_in, "query");
-      check_dim(lse_in, 2, op, "lse");
-      check_size(lse_in, 0, num_dst, op, "lse", "rows (destination nodes)");
-      check_size(lse_in, 1, H, op, "lse", "heads");
-      check_dtype(lse_in, acc_dtype(query_in.scalar_type()), op, "lse");
-      check_device(lse_in, query_in, op, "lse", "query");
+      const LayoutArgs L = forward_layout(window_ptr, tile_cols, row_order, counts);
+      const LayoutArgs Lt = transposed_layout(window_ptr_t, tile_cols_t, row_order_t, counts_t);
+      check_backward(op, L, Lt, num_dst, num_src, H, C, out_in, lse_in, grad_out_in, query_in,
+                     "query");
       Tensor grad_query, grad_key, grad_value;
       std::tie(grad_query, grad_key, grad_value) = outputs();
       if (num_dst == 0 && num_src == 0) return {grad_query, grad_key, grad_value};
@@ -191,10 +222,111 @@ struct TransformerTileOps {
   }
 };
 
+// x [num_src, H, C], alpha_src [num_src, H], alpha_dst [num_dst, H] or absent: one dtype and
+// device; returns (H, C).
+inline std::pair<int64_t, int64_t> check_gat_inputs(const char* op, const Tensor& x,
+                                                    const Tensor& alpha_src,
+                                                    const OptTensor& alpha_dst, int64_t num_dst) {
+  const auto [H, C] = attention::heads_channels(op, "x", x);
+  attention::check_float_tensor(op, "alpha_src", alpha_src, {x.size(0), H},
+                                {"rows (source nodes)", "heads"}, x, "x");
+  if (alpha_dst)
+    attention::check_float_tensor(op, "alpha_dst", *alpha_dst, {num_dst, H},
+                                  {"rows (destination nodes)", "heads"}, x, "x");
+  return {H, C};
+}
+
+template <class Backend>
+struct GatTileOps {
+  static std::tuple<Tensor, Tensor> forward(const Tensor& window_ptr, const Tensor& tile_cols,
+                                            const OptTensor& row_order, const Tensor& counts,
+                                            const Tensor& x_in, const Tensor& alpha_src_in,
+                                            const OptTensor& alpha_dst_in,
+                                            int64_t num_dst, double negative_slope) {
+    constexpr const char* op = "iognn::gat_tiles_forward";
+    if constexpr (is_meta_v<Backend>) {
+      return forward_outputs(x_in, num_dst);
+    } else {
+      TORCH_CHECK_VALUE(num_dst >= 0, op, ": num_dst must be >= 0, got ", num_dst);
+      const auto hc = check_gat_inputs(op, x_in, alpha_src_in, alpha_dst_in, num_dst);
+      const int64_t H = hc.first, C = hc.second;
+      const LayoutArgs L = forward_layout(window_ptr, tile_cols, row_order, counts);
+      check_layout(op, L, num_dst, x_in, "x");
+      Tensor out, lse;
+      std::tie(out, lse) = forward_outputs(x_in, num_dst);
+      if (num_dst == 0) return {out, lse};
+      const typename Backend::Scope scope(x_in);
+      const Tensor x = attention::dense_rows(x_in), alpha_src = attention::dense_rows(alpha_src_in);
+      const OptTensor alpha_dst = attention::dense_rows(alpha_dst_in);
+      dispatch_float_index(x.scalar_type(), tile_cols.scalar_type(), op, [&](auto ft, auto it) {
+        using T = typename decltype(ft)::type;
+        using I = typename decltype(it)::type;
+        Backend::template forward<T, I>(
+            scope, GatTileForward<T, I>{layout_view<acc_t<T>, I>(L, num_dst), rows_of<T>(x),
+                                        rows_of<T>(alpha_src), optional_rows_of<T>(alpha_dst), H,
+                                        C, negative_slope, ptr<T>(out), ptr<acc_t<T>>(lse)});
+      });
+      return {out, lse};
+    }
+  }
+
+  static std::tuple<Tensor, Tensor, Tensor> backward(
+      const Tensor& window_ptr, const Tensor& tile_cols, const OptTensor& row_order,
+      const Tensor& counts, const Tensor& window_ptr_t, const Tensor& tile_cols_t,
+      const OptTensor& row_order_t, const Tensor& counts_t, const Tensor& x_in,
+      const Tensor& alpha_src_in, const OptTensor& alpha_dst_in, const Tensor& out_in,
+      const Tensor& lse_in, const Tensor& grad_out_in, double negative_slope) {
+    constexpr const char* op = "iognn::gat_tiles_backward";
+    auto outputs = [&] {
+      const c10::SymInt dst_rows = alpha_dst_in ? alpha_dst_in->sym_size(0) : c10::SymInt(0);
+      return std::tuple{empty_like_rows(x_in),
+                        at::empty_symint({x_in.sym_size(0), x_in.sym_size(1)}, x_in.options()),
+                        at::empty_symint({dst_rows, x_in.sym_size(1)}, x_in.options())};
+    };
+    if constexpr (is_meta_v<Backend>) {
+      return outputs();
+    } else {
+      check_dim(out_in, 3, op, "out");
+      const int64_t num_dst = out_in.size(0);
+      const auto hc = check_gat_inputs(op, x_in, alpha_src_in, alpha_dst_in, num_dst);
+      const int64_t H = hc.first, C = hc.second, num_src = x_in.size(0);
+      check_backward(op, forward_layout(window_ptr, tile_cols, row_order, counts),
+                     transposed_layout(window_ptr_t, tile_cols_t, row_order_t, counts_t), num_dst,
+                     num_src, H, C, out_in, lse_in, grad_out_in, x_in, "x");
+      Tensor grad_x, grad_alpha_src, grad_alpha_dst;
+      std::tie(grad_x, grad_alpha_src, grad_alpha_dst) = outputs();
+      if (num_dst == 0 && num_src == 0) return {grad_x, grad_alpha_src, grad_alpha_dst};
+      const typename Backend::Scope scope(x_in);
+      const Tensor x = attention::dense_rows(x_in), alpha_src = attention::dense_rows(alpha_src_in),
+                   out = out_in.contiguous(), lse = lse_in.contiguous(),
+                   grad_out = grad_out_in.contiguous();
+      const OptTensor alpha_dst = attention::dense_rows(alpha_dst_in);
+      Tensor delta = at::empty({num_dst, H}, lse.options());
+      const LayoutArgs L = forward_layout(window_ptr, tile_cols, row_order, counts);
+      const LayoutArgs Lt = transposed_layout(window_ptr_t, tile_cols_t, row_order_t, counts_t);
+      dispatch_float_index(x.scalar_type(), tile_cols.scalar_type(), op, [&](auto ft, auto it) {
+        using T = typename decltype(ft)::type;
+        using I = typename decltype(it)::type;
+        using acc = acc_t<T>;
+        Backend::template backward<T, I>(
+            scope, GatTileBackward<T, I>{
+                       layout_view<acc, I>(L, num_dst), layout_view<acc, I>(Lt, num_src),
+                       rows_of<T>(x), rows_of<T>(alpha_src), optional_rows_of<T>(alpha_dst),
+                       cptr<T>(out), cptr<T>(grad_out), cptr<acc>(lse), H, C, negative_slope,
+                       ptr<acc>(delta), ptr<T>(grad_x), ptr<T>(grad_alpha_src),
+                       alpha_dst ? ptr<T>(grad_alpha_dst) : nullptr});
+      });
+      return {grad_x, grad_alpha_src, grad_alpha_dst};
+    }
+  }
+};
+
 template <class Backend>
 void register_attention_tiles(torch::Library& m) {
   m.impl("transformer_tiles_forward", &TransformerTileOps<Backend>::forward);
   m.impl("transformer_tiles_backward", &TransformerTileOps<Backend>::backward);
+  m.impl("gat_tiles_forward", &GatTileOps<Backend>::forward);
+  m.impl("gat_tiles_backward", &GatTileOps<Backend>::backward);
 }
 
 }  // namespace iognn::torch_ext::attention_tiles

@@ -1,24 +1,31 @@
-// Graph Transformer attention on the tile layout (core/tiles.h): the contract of the host twin
+// Attention on the tile layout (core/tiles.h): the contract of the host twins
 // (kernels/cpu/attention_tiles.h) and the Tensor Core kernels (kernels/cuda/attention_tiles.h),
-// and the plain views both take. The path serves TransformerConv's attention without edge
-// features, dropout or a returned alpha (those stay on the CSR kernels of attention_types.h).
+// and the plain views both take. The path serves the attention of TransformerConv and GATConv
+// without edge features, dropout or a returned alpha (those stay on the CSR kernels of
+// attention_types.h).
 //
 // For each destination i and head h, with count_ij the multiplicity of the pair (i, j) (duplicate
-// edges count once each, as in PyG's softmax) and s_ij = scale * <q_ih, k_jh>:
+// edges count once each, as in PyG's softmax) and s_ij the variant's score:
+//   Transformer: s_ij = scale * <q_ih, k_jh>,                         value v_jh
+//   GAT:         s_ij = leaky_relu(a_src[j,h] + a_dst[i,h]),           value x_jh
+//                (no a_dst term when a_dst is absent; leaky_relu'(0) is the negative slope)
 //   lse_ih = m + log sum_j count_ij exp(s_ij - m)      (m the row's largest s; -inf: no edge)
 //   P_ij   = count_ij exp(s_ij - lse_ih)
-//   out_ih = sum_j P_ij v_jh                            (0 for a row without edges)
+//   out_ih = sum_j P_ij value_jh                        (0 for a row without edges)
 // Forward, per row window of 16 destinations and head: the window's tiles in order, each a
-// block of scores from the window's 16 query rows and the tile's 8 key rows, an online softmax
-// per row (running max and sum; the sum rescaled when the max grows), the tile's 8 value rows
+// block of scores of the window's 16 rows and the tile's 8 columns (the Transformer: a block
+// product of query and key rows; GAT: elementwise from the logits), an online softmax per row
+// (running max and sum; the sum rescaled when the max grows), the tile's 8 value rows
 // aggregated; out and lse stored once per row.
 // Backward (FlashAttention-2 style, no atomics, deterministic), with dO = grad_out:
 //   D_ih  = <dO_ih, out_ih>                                     (per row, into `delta`)
-//   dS_ij = P_ij (<dO_ih, v_jh> - D_ih)
-//   dQ_ih = scale sum_j dS_ij k_jh        over the windows of the forward layout
-//   dV_jh = sum_i P_ij dO_ih, dK_jh = scale sum_i dS_ij q_ih
-//                                          over the windows of the transposed layout (windows of
-//                                          sources, columns of destinations; P recomputed from lse)
+//   dS_ij = P_ij (<dO_ih, value_jh> - D_ih)
+//   over the windows of the forward layout (destination rows):
+//     Transformer: dQ_ih = scale sum_j dS_ij k_jh;  GAT: d a_dst[i,h] = sum_j dS_ij leaky_relu'_ij
+//   over the windows of the transposed layout (windows of sources, columns of destinations; P
+//   recomputed from lse):
+//     d value_jh = sum_i P_ij dO_ih (dV, or GAT's dx), and
+//     Transformer: dK_jh = scale sum_i dS_ij q_ih;  GAT: d a_src[j,h] = sum_i dS_ij leaky_relu'_ij
 // Each output row is written by the one window holding it, the tiles summed in layout order.
 //
 // counts [num_tiles * 128] in the accumulation type: count_ij at the slot of (i, j) in the layout
@@ -27,12 +34,16 @@
 // inside their block products, so there a non-finite key or value of a source spreads to every
 // row of the windows whose tiles hold that source (the CSR kernels keep it to its own edges).
 //
-// Places: kernels/cpu/attention_tiles.{h,cpp} (host twin: every dtype, fp32 / fp64 accumulation),
-// kernels/cuda/attention_tiles.{h,cu} (Tensor Cores: TF32 for fp32, fp16 / bf16; fp32
-// accumulation), binding/attention_tiles_ops.h (the op bodies) with binding/attention_tiles.cpp
-// (schemas, host and Meta kernels) and binding/cuda/attention_tiles.cpp,
-// python/iognn/ops/attention_tiles.py (autograd and the choice of path),
-// tests/python/test_attention_tiles{,_cuda}.py.
+// Places (the family's; a variant is its arguments here and its scores in each place):
+//   kernels/cpu/attention_tiles.{h,cpp}   host twins (every dtype; fp32 / fp64 accumulation):
+//                                         the window loops once, a score class per variant
+//   kernels/cuda/attention_tiles.{h,cu}   Tensor Cores (TF32 for fp32, fp16 / bf16; fp32
+//                                         accumulation): the kernels once, a score class per
+//                                         variant
+//   binding/attention_tiles_ops.h         the op bodies; binding/attention_tiles.cpp (schemas,
+//                                         host and Meta kernels), binding/cuda/attention_tiles.cpp
+//   python/iognn/ops/attention_tiles.py   autograd and the choice of path
+//   tests/python/test_attention_tiles{,_cuda}.py, tests/python/test_gat_tiles{,_cuda}.py
 #pragma once
 
 #include <cstdint>
@@ -74,6 +85,33 @@ struct TileAttentionBackward {
   double scale;
   acc_t<T>* delta;     // [num_dst, H] scratch: D, written by the dQ pass, read by the dK/dV pass
   T *grad_query, *grad_key, *grad_value;  // contiguous
+};
+
+template <typename T, typename index_t>
+struct GatTileForward {
+  TileLayoutView<acc_t<T>, index_t> layout;  // windows of destinations
+  NodeRows<T> x;                             // [num_src, H, C]: the values
+  NodeRows<T> a_src;                         // [num_src, H]
+  NodeRows<T> a_dst;                         // [num_dst, H]; data null: no destination term
+  int64_t heads, channels;
+  double negative_slope;
+  T* out;          // [num_dst, H, C] contiguous
+  acc_t<T>* lse;   // [num_dst, H]
+};
+
+template <typename T, typename index_t>
+struct GatTileBackward {
+  TileLayoutView<acc_t<T>, index_t> layout;      // windows of destinations (d a_dst)
+  TileLayoutView<acc_t<T>, index_t> transposed;  // windows of sources (dx, d a_src)
+  NodeRows<T> x, a_src, a_dst;                   // a_dst.data null: no destination term
+  const T* out;        // [num_dst, H, C] contiguous
+  const T* grad_out;   // [num_dst, H, C] contiguous
+  const acc_t<T>* lse; // [num_dst, H]
+  int64_t heads, channels;
+  double negative_slope;
+  acc_t<T>* delta;     // [num_dst, H] scratch, as for the Transformer
+  T *grad_x, *grad_a_src;  // contiguous
+  T* grad_a_dst;           // contiguous; null without a_dst
 };
 
 }  // namespace iognn

@@ -1,4 +1,4 @@
-// The tile path of the Graph Transformer attention on CUDA tensors (schemas:
+// The tile path of the attention (Transformer, GAT) on CUDA tensors (schemas:
 // binding/attention_tiles.cpp; op bodies: binding/attention_tiles_ops.h; kernels:
 // kernels/cuda/attention_tiles.h), on the current stream under a guard of the inputs' device.
 // Tensor Cores take fp32 (as TF32), fp16 and bf16 heads of at most kTileAttentionMaxChannels
@@ -37,6 +37,18 @@ struct CudaAttentionTiles {
     check_runs_on_tensor_cores<T>("iognn::transformer_tiles_backward", a.channels);
     if constexpr (!std::is_same_v<T, double>)
       translate_errors([&] { cuda::transformer_tiles_backward<T, I>(a, s.stream); });
+  }
+  template <typename T, typename I>
+  static void forward(const Scope& s, const GatTileForward<T, I>& a) {
+    check_runs_on_tensor_cores<T>("iognn::gat_tiles_forward", a.channels);
+    if constexpr (!std::is_same_v<T, double>)
+      translate_errors([&] { cuda::gat_tiles_forward<T, I>(a, s.stream); });
+  }
+  template <typename T, typename I>
+  static void backward(const Scope& s, const GatTileBackward<T, I>& a) {
+    check_runs_on_tensor_cores<T>("iognn::gat_tiles_backward", a.channels);
+    if constexpr (!std::is_same_v<T, double>)
+      translate_errors([&] { cuda::gat_tiles_backward<T, I>(a, s.stream); });
   }
 };
 

@@ -41,22 +41,123 @@ acc slot_count(const TileLayoutView<acc, I>& L, int64_t t, int64_t r, int64_t c)
 template <typename acc>
 constexpr acc kNegInf = -std::numeric_limits<acc>::infinity();
 
-}  // namespace
+// A variant's scores for the window loops below. V::Window<kDst> holds a window's 16 rows for one
+// pass - destinations (kDst; the columns are sources) or sources (the columns are destinations) -
+// and their gradient sums:
+//   load(ids, n, h)              the rows' inputs for head h; the gradient sums cleared
+//   score(r, col, h) -> s        the score of row r and column node col
+//   add_grad(r, col, h, ds)      adds ds's share to row r's gradient sum
+//   store_grads(ids, n, h)       writes row r's gradient sum to node ids[r]
+// and V::values() the value rows [num_src, H, C].
 
-template <typename T, typename I>
-void transformer_tiles_forward(const TileAttentionForward<T, I>& a) {
+// The Transformer: s = scale <q_i, k_j>; the rows' gradients dQ (kDst) or dK.
+template <typename T>
+struct TransformerScores {
   using acc = acc_t<T>;
-  const auto& L = a.layout;
-  const int64_t H = a.heads, C = a.channels;
-  const acc scale = acc(a.scale);
+  NodeRows<T> query, key, value;
+  int64_t H, C;
+  acc scale;
+  T *grad_query = nullptr, *grad_key = nullptr;
+
+  template <class Args>
+  explicit TransformerScores(const Args& a)
+      : query(a.query), key(a.key), value(a.value), H(a.heads), C(a.channels),
+        scale(acc(a.scale)) {}
+  NodeRows<T> values() const { return value; }
+
+  template <bool kDst>
+  struct Window {
+    const TransformerScores& v;
+    std::vector<acc> rows, grad;  // the rows' queries (kDst) or keys, and their gradient sums
+    explicit Window(const TransformerScores& v_)
+        : v(v_), rows(kTileRows * v_.C), grad(kTileRows * v_.C) {}
+    const T* col_row(int64_t col, int64_t h) const {
+      return (kDst ? v.key : v.query).at(col, h, v.C);
+    }
+    void load(const int64_t* ids, int64_t n, int64_t h) {
+      for (int64_t r = 0; r < n; ++r)
+        load_row((kDst ? v.query : v.key).at(ids[r], h, v.C), v.C, rows.data() + r * v.C);
+      std::fill(grad.begin(), grad.end(), acc(0));
+    }
+    acc score(int64_t r, int64_t col, int64_t h) const {
+      return v.scale * dot_row(rows.data() + r * v.C, col_row(col, h), v.C);
+    }
+    void add_grad(int64_t r, int64_t col, int64_t h, acc ds) {
+      add_scaled_row(col_row(col, h), ds, v.C, grad.data() + r * v.C);
+    }
+    void store_grads(const int64_t* ids, int64_t n, int64_t h) const {
+      T* dst = kDst ? v.grad_query : v.grad_key;
+      for (int64_t r = 0; r < n; ++r) {
+        T* out = dst + (ids[r] * v.H + h) * v.C;
+        for (int64_t k = 0; k < v.C; ++k) store(out + k, v.scale * grad[r * v.C + k]);
+      }
+    }
+  };
+};
+
+// GAT: s = leaky_relu(a_src[j] + a_dst[i]); the rows' gradients d a_dst (kDst) or d a_src.
+template <typename T>
+struct GatScores {
+  using acc = acc_t<T>;
+  NodeRows<T> x, a_src, a_dst;
+  int64_t H;
+  acc slope;
+  T *grad_a_src = nullptr, *grad_a_dst = nullptr;
+
+  template <class Args>
+  explicit GatScores(const Args& a)
+      : x(a.x), a_src(a.a_src), a_dst(a.a_dst), H(a.heads), slope(acc(a.negative_slope)) {}
+  NodeRows<T> values() const { return x; }
+
+  // The leaky_relu input of (destination i, source j), as the CSR kernels add it.
+  acc pre(int64_t i, int64_t j, int64_t h) const {
+    acc p = load(a_src.at(j, h, 1));
+    if (a_dst.data) p += load(a_dst.at(i, h, 1));
+    return p;
+  }
+
+  template <bool kDst>
+  struct Window {
+    const GatScores& v;
+    int64_t rows[kTileRows];
+    acc grad[kTileRows];
+    explicit Window(const GatScores& v_) : v(v_) {}
+    void load(const int64_t* ids, int64_t n, int64_t) {
+      std::copy(ids, ids + n, rows);
+      std::fill(grad, grad + n, acc(0));
+    }
+    acc pre(int64_t r, int64_t col, int64_t h) const {
+      return kDst ? v.pre(rows[r], col, h) : v.pre(col, rows[r], h);
+    }
+    acc score(int64_t r, int64_t col, int64_t h) const {
+      return leaky_relu(pre(r, col, h), v.slope);
+    }
+    void add_grad(int64_t r, int64_t col, int64_t h, acc ds) {
+      grad[r] += ds * leaky_relu_grad(pre(r, col, h), v.slope);
+    }
+    void store_grads(const int64_t* ids, int64_t n, int64_t h) const {
+      T* dst = kDst ? v.grad_a_dst : v.grad_a_src;
+      if (dst)
+        for (int64_t r = 0; r < n; ++r) store(dst + ids[r] * v.H + h, grad[r]);
+    }
+  };
+};
+
+// out and lse of every destination row.
+template <class V, typename T, typename I>
+void tiles_forward(const V& v, const TileLayoutView<acc_t<T>, I>& L, int64_t H, int64_t C, T* out,
+                   acc_t<T>* lse) {
+  using acc = acc_t<T>;
+  const NodeRows<T> values = v.values();
   parallel_for(0, num_tile_windows(L.num_rows), 1, [&](int64_t lo, int64_t hi) {
-    std::vector<acc> q(kTileRows * C), o(kTileRows * C), s(kTileSlots);
+    typename V::template Window<true> rows(v);
+    std::vector<acc> o(kTileRows * C), s(kTileSlots);
     acc m[kTileRows], l[kTileRows];
     int64_t ids[kTileRows];
     for (int64_t w = lo; w < hi; ++w) {
       const int64_t n = window_rows(L, w, ids);
       for (int64_t h = 0; h < H; ++h) {
-        for (int64_t r = 0; r < n; ++r) load_row(a.query.at(ids[r], h, C), C, q.data() + r * C);
+        rows.load(ids, n, h);
         std::fill(m, m + n, kNegInf<acc>);
         std::fill(l, l + n, acc(0));
         std::fill(o.begin(), o.end(), acc(0));
@@ -64,10 +165,9 @@ void transformer_tiles_forward(const TileAttentionForward<T, I>& a) {
           const int64_t width = tile_width(L, t);
           // The tile's scores, then one rescale per row whose running max grows.
           for (int64_t c = 0; c < width; ++c) {
-            const T* k = a.key.at(int64_t(L.tile_cols[t * kTileCols + c]), h, C);
+            const int64_t j = L.tile_cols[t * kTileCols + c];
             for (int64_t r = 0; r < n; ++r)
-              if (slot_count(L, t, r, c) != acc(0))
-                s[r * kTileCols + c] = scale * dot_row(q.data() + r * C, k, C);
+              if (slot_count(L, t, r, c) != acc(0)) s[r * kTileCols + c] = rows.score(r, j, h);
           }
           for (int64_t r = 0; r < n; ++r) {
             acc tile_max = kNegInf<acc>;
@@ -80,120 +180,145 @@ void transformer_tiles_forward(const TileAttentionForward<T, I>& a) {
             m[r] = tile_max;
           }
           for (int64_t c = 0; c < width; ++c) {
-            const T* v = a.value.at(int64_t(L.tile_cols[t * kTileCols + c]), h, C);
+            const T* value = values.at(int64_t(L.tile_cols[t * kTileCols + c]), h, C);
             for (int64_t r = 0; r < n; ++r) {
               const acc count = slot_count(L, t, r, c);
               if (count == acc(0)) continue;
               const acc p = count * std::exp(s[r * kTileCols + c] - m[r]);
               l[r] += p;
-              add_scaled_row(v, p, C, o.data() + r * C);
+              add_scaled_row(value, p, C, o.data() + r * C);
             }
           }
         }
         for (int64_t r = 0; r < n; ++r) {
           const int64_t i = ids[r];
-          T* out = a.out + (i * H + h) * C;
+          T* dst = out + (i * H + h) * C;
           for (int64_t k = 0; k < C; ++k)
-            store(out + k, l[r] > acc(0) ? o[r * C + k] / l[r] : acc(0));
-          a.lse[i * H + h] = l[r] > acc(0) ? m[r] + std::log(l[r]) : kNegInf<acc>;
+            store(dst + k, l[r] > acc(0) ? o[r * C + k] / l[r] : acc(0));
+          lse[i * H + h] = l[r] > acc(0) ? m[r] + std::log(l[r]) : kNegInf<acc>;
         }
       }
     }
   });
 }
 
-template <typename T, typename I>
-void transformer_tiles_backward(const TileAttentionBackward<T, I>& a) {
+// delta and the destination rows' gradients over the forward layout, then the value gradient
+// (into grad_value) and the source rows' gradients over the transposed one.
+template <class V, typename T, typename I, class Args>
+void tiles_backward(const V& v, const Args& a, T* grad_value) {
   using acc = acc_t<T>;
   const int64_t H = a.heads, C = a.channels;
-  const acc scale = acc(a.scale);
+  const NodeRows<T> values = v.values();
   auto grad_row = [&](int64_t i, int64_t h) { return a.grad_out + (i * H + h) * C; };
 
-  // dQ (and D) over the windows of destinations.
-  const auto& L = a.layout;
+  // Over the windows of destinations.
+  const TileLayoutView<acc, I>& L = a.layout;
   parallel_for(0, num_tile_windows(L.num_rows), 1, [&](int64_t lo, int64_t hi) {
-    std::vector<acc> q(kTileRows * C), g(kTileRows * C), dq(kTileRows * C);
+    typename V::template Window<true> rows(v);
+    std::vector<acc> g(kTileRows * C);
     acc lse[kTileRows], D[kTileRows];
     int64_t ids[kTileRows];
     for (int64_t w = lo; w < hi; ++w) {
       const int64_t n = window_rows(L, w, ids);
       for (int64_t h = 0; h < H; ++h) {
+        rows.load(ids, n, h);
         for (int64_t r = 0; r < n; ++r) {
           const int64_t i = ids[r];
-          load_row(a.query.at(i, h, C), C, q.data() + r * C);
           load_row(grad_row(i, h), C, g.data() + r * C);
           D[r] = dot_row(g.data() + r * C, a.out + (i * H + h) * C, C);
           a.delta[i * H + h] = D[r];
           lse[r] = a.lse[i * H + h];
         }
-        std::fill(dq.begin(), dq.end(), acc(0));
         for (int64_t t = L.window_ptr[w]; t < L.window_ptr[w + 1]; ++t) {
           const int64_t width = tile_width(L, t);
           for (int64_t c = 0; c < width; ++c) {
             const int64_t j = L.tile_cols[t * kTileCols + c];
-            const T *k = a.key.at(j, h, C), *v = a.value.at(j, h, C);
+            const T* value = values.at(j, h, C);
             for (int64_t r = 0; r < n; ++r) {
               const acc count = slot_count(L, t, r, c);
               if (count == acc(0)) continue;
-              const acc p = count * std::exp(scale * dot_row(q.data() + r * C, k, C) - lse[r]);
-              const acc ds = p * (dot_row(g.data() + r * C, v, C) - D[r]);
-              add_scaled_row(k, ds, C, dq.data() + r * C);
+              const acc p = count * std::exp(rows.score(r, j, h) - lse[r]);
+              const acc ds = p * (dot_row(g.data() + r * C, value, C) - D[r]);
+              rows.add_grad(r, j, h, ds);
             }
           }
         }
-        for (int64_t r = 0; r < n; ++r) {
-          T* out = a.grad_query + (ids[r] * H + h) * C;
-          for (int64_t k = 0; k < C; ++k) store(out + k, scale * dq[r * C + k]);
-        }
+        rows.store_grads(ids, n, h);
       }
     }
   });
 
-  // dK and dV over the windows of sources; the columns are destinations.
-  const auto& Lt = a.transposed;
+  // Over the windows of sources; the columns are destinations.
+  const TileLayoutView<acc, I>& Lt = a.transposed;
   parallel_for(0, num_tile_windows(Lt.num_rows), 1, [&](int64_t lo, int64_t hi) {
-    std::vector<acc> k(kTileRows * C), v(kTileRows * C), dk(kTileRows * C), dv(kTileRows * C);
+    typename V::template Window<false> rows(v);
+    std::vector<acc> val(kTileRows * C), dv(kTileRows * C);
     int64_t ids[kTileRows];
     for (int64_t w = lo; w < hi; ++w) {
       const int64_t n = window_rows(Lt, w, ids);
       for (int64_t h = 0; h < H; ++h) {
-        for (int64_t r = 0; r < n; ++r) {
-          load_row(a.key.at(ids[r], h, C), C, k.data() + r * C);
-          load_row(a.value.at(ids[r], h, C), C, v.data() + r * C);
-        }
-        std::fill(dk.begin(), dk.end(), acc(0));
+        rows.load(ids, n, h);
+        for (int64_t r = 0; r < n; ++r) load_row(values.at(ids[r], h, C), C, val.data() + r * C);
         std::fill(dv.begin(), dv.end(), acc(0));
         for (int64_t t = Lt.window_ptr[w]; t < Lt.window_ptr[w + 1]; ++t) {
           const int64_t width = tile_width(Lt, t);
           for (int64_t c = 0; c < width; ++c) {
             const int64_t i = Lt.tile_cols[t * kTileCols + c];
-            const T *q = a.query.at(i, h, C), *g = grad_row(i, h);
+            const T* g = grad_row(i, h);
             const acc lse = a.lse[i * H + h], D = a.delta[i * H + h];
             for (int64_t r = 0; r < n; ++r) {
               const acc count = slot_count(Lt, t, r, c);
               if (count == acc(0)) continue;
-              const acc p = count * std::exp(scale * dot_row(k.data() + r * C, q, C) - lse);
-              const acc ds = p * (dot_row(v.data() + r * C, g, C) - D);
+              const acc p = count * std::exp(rows.score(r, i, h) - lse);
+              const acc ds = p * (dot_row(val.data() + r * C, g, C) - D);
               add_scaled_row(g, p, C, dv.data() + r * C);
-              add_scaled_row(q, ds, C, dk.data() + r * C);
+              rows.add_grad(r, i, h, ds);
             }
           }
         }
+        rows.store_grads(ids, n, h);
         for (int64_t r = 0; r < n; ++r) {
-          const int64_t base = (ids[r] * H + h) * C;
-          for (int64_t x = 0; x < C; ++x) {
-            store(a.grad_key + base + x, scale * dk[r * C + x]);
-            store(a.grad_value + base + x, dv[r * C + x]);
-          }
+          T* dst = grad_value + (ids[r] * H + h) * C;
+          for (int64_t x = 0; x < C; ++x) store(dst + x, dv[r * C + x]);
         }
       }
     }
   });
 }
 
+}  // namespace
+
+template <typename T, typename I>
+void transformer_tiles_forward(const TileAttentionForward<T, I>& a) {
+  tiles_forward(TransformerScores<T>(a), a.layout, a.heads, a.channels, a.out, a.lse);
+}
+
+template <typename T, typename I>
+void transformer_tiles_backward(const TileAttentionBackward<T, I>& a) {
+  TransformerScores<T> v(a);
+  v.grad_query = a.grad_query;
+  v.grad_key = a.grad_key;
+  tiles_backward<TransformerScores<T>, T, I>(v, a, a.grad_value);
+}
+
+template <typename T, typename I>
+void gat_tiles_forward(const GatTileForward<T, I>& a) {
+  tiles_forward(GatScores<T>(a), a.layout, a.heads, a.channels, a.out, a.lse);
+}
+
+template <typename T, typename I>
+void gat_tiles_backward(const GatTileBackward<T, I>& a) {
+  GatScores<T> v(a);
+  v.grad_a_src = a.grad_a_src;
+  v.grad_a_dst = a.grad_a_dst;
+  tiles_backward<GatScores<T>, T, I>(v, a, a.grad_x);
+}
+
 #define IOGNN_ATTENTION_TILES(T, I)                                                              \
   template void transformer_tiles_forward<T, I>(const TileAttentionForward<T, I>&);              \
-  template void transformer_tiles_backward<T, I>(const TileAttentionBackward<T, I>&);
+  template void transformer_tiles_backward<T, I>(const TileAttentionBackward<T, I>&);            \
+  template void gat_tiles_forward<T, I>(const GatTileForward<T, I>&);                            \
+  template void gat_tiles_backward<T, I>(const GatTileBackward<T, I>&);
 IOGNN_FOR_ALL_TYPES(IOGNN_ATTENTION_TILES)
 
 }  // namespace iognn::cpu

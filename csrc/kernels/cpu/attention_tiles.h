@@ -1,4 +1,4 @@
-// Graph Transformer attention on the tile layout, host kernels: the reference twins of
+// Attention on the tile layout (Transformer, GAT), host kernels: the reference twins of
 // kernels/cuda/attention_tiles.h (contract: kernels/attention_tiles_types.h). Parallel over row
 // windows; every output row is written by its window alone (deterministic for any thread count).
 #pragma once
@@ -14,5 +14,13 @@ void transformer_tiles_forward(const TileAttentionForward<T, index_t>& a);
 // delta and grad_query over the forward layout, then grad_key and grad_value over the transposed.
 template <typename T, typename index_t>
 void transformer_tiles_backward(const TileAttentionBackward<T, index_t>& a);
+
+// GAT: out and lse of every destination row.
+template <typename T, typename index_t>
+void gat_tiles_forward(const GatTileForward<T, index_t>& a);
+
+// delta and grad_a_dst over the forward layout, then grad_x and grad_a_src over the transposed.
+template <typename T, typename index_t>
+void gat_tiles_backward(const GatTileBackward<T, index_t>& a);
 
 }  // namespace iognn::cpu

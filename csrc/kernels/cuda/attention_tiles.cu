@@ -49,19 +49,18 @@ struct StepBlocks {
   }
 };
 
-// Forward: the window's query rows, the step's key and value rows (gathered together), the output
-// rows (fp32), then the step blocks.
+// Forward: the window's query rows, the step's key then value rows, the output rows (fp32), then
+// the step blocks.
 template <typename T, int Cp>
 struct ForwardStage : StepBlocks<T> {
   using In = typename TileMma<T>::In;
-  In *q, *k, *v;
+  In *q, *kv;
   float* o;
   __host__ __device__ static ForwardStage carve(uintptr_t base) {
     Carve c{base};
     ForwardStage st;
     st.q = c.take<In>(kRows * Cp);
-    st.k = c.take<In>(kStep * Cp);
-    st.v = c.take<In>(kStep * Cp);
+    st.kv = c.take<In>(kStep * Cp);
     st.o = c.take<float>(kRows * Cp);
     st.carve_step(c);
     st.end = c.at;
@@ -123,6 +122,51 @@ __device__ void load_window_rows(int64_t* rows, const I* row_order, int64_t w, i
   }
 }
 
+// cols[k] = the node of column k of the step at tile t (tiles t, t + 1), -1 for padding and for
+// a second tile past the window's last.
+template <typename I>
+__device__ void load_step_cols(int64_t* cols, const I* tile_cols, int64_t t, int64_t te,
+                               int lane) {
+  if (lane < kStep) {
+    const int64_t tile = t + lane / int(kTileCols);
+    cols[lane] = tile < te ? int64_t(tile_cols[tile * kTileCols + lane % int(kTileCols)]) : -1;
+  }
+}
+
+// dst [16][Cp] = head h of the nodes ids[0..15] of src, 0 past C and for the id -1.
+template <typename T, int Cp>
+__device__ void stage_rows(typename TileMma<T>::In* dst, const int64_t* ids, NodeRows<T> src,
+                           int64_t h, int64_t C, int lane) {
+  using M = TileMma<T>;
+  for (int e = lane; e < kRows * Cp; e += 32) {
+    const int r = e / Cp, c = e % Cp;
+    const int64_t n = ids[r];
+    dst[e] = n >= 0 && c < C ? M::from_storage(src.at(n, h, C)[c]) : M::from_float(0.0f);
+  }
+}
+
+// The counts of row r in the tile a lane owns (0 past the window or for a row past the last).
+__device__ void load_counts(float (&cnt)[kTileCols], const float* counts, int64_t tile,
+                            int64_t te, int r, bool row_ok) {
+  const bool ok = row_ok && tile < te;
+#pragma unroll
+  for (int c = 0; c < int(kTileCols); ++c)
+    cnt[c] = ok ? counts[(tile * kTileRows + r) * kTileCols + c] : 0.0f;
+}
+
+template <typename T>
+using Accum = wmma::fragment<wmma::accumulator, 16, 16, TileMma<T>::K, float>;
+
+// 16 x 16 scores of the row block a [16][Cp] against the column block x [16][Cp] into s.
+template <typename T, int Cp>
+__device__ void score_block(const typename TileMma<T>::In* a, const typename TileMma<T>::In* x,
+                            float* s) {
+  Accum<T> acc;
+  wmma::fill_fragment(acc, 0.0f);
+  mma_block<T, wmma::col_major, Cp>(acc, a, Cp, x, Cp);
+  wmma::store_matrix_sync(s, acc, kStep, wmma::mem_row_major);
+}
+
 // The (window, head) a warp owns and its lane's place: two lanes per window row r, lane `half`
 // owning tile t + half of a step at tile t.
 struct WarpTask {
@@ -141,190 +185,6 @@ struct WarpTask {
   }
 };
 
-// What a lane loads for the step at tile t (tiles t, t + 1), one step ahead so that the step
-// waits only for its row gathers: `col`, the node of column `lane` of the step (lanes < kStep;
-// -1 for padding and for a second tile past the window's last), and `cnt`, the counts of the
-// lane's row r in its tile t + half (0 past the window or for a row past the last).
-struct StepFetch {
-  int64_t col;
-  float cnt[kTileCols];
-  template <typename I>
-  __device__ void load(const I* tile_cols, const float* counts, int64_t t, int64_t te,
-                       const WarpTask& task, bool row_ok) {
-    const int64_t tile = t + task.lane / int(kTileCols);
-    col = task.lane < kStep && tile < te
-              ? int64_t(__ldg(tile_cols + tile * kTileCols + task.lane % int(kTileCols)))
-              : -1;
-    const bool ok = row_ok && t + task.half < te;
-    const float* c0 = counts + ((t + task.half) * kTileRows + task.r) * kTileCols;
-#pragma unroll
-    for (int c = 0; c < int(kTileCols); ++c) cnt[c] = ok ? __ldg(c0 + c) : 0.0f;
-  }
-  // The step's column ids into cols (the warp synchronises before reading them).
-  __device__ void publish(int64_t* cols, int lane) const {
-    if (lane < kStep) cols[lane] = col;
-  }
-};
-
-// dst [16][Cp] = head h of the nodes ids[0..15] of src, 0 past C and for the id -1. Rows are
-// gathered 16 bytes a lane when every head starts 16-byte aligned (the usual contiguous
-// [N, H, C] with C a multiple of 16 / sizeof(T)), else one element a lane.
-template <typename T, int Cp>
-__device__ void stage_rows(typename TileMma<T>::In* dst, const int64_t* ids, NodeRows<T> src,
-                           int64_t h, int64_t C, int lane) {
-  using M = TileMma<T>;
-  using In = typename M::In;
-  constexpr int V = kVec<T>;
-  static_assert(Cp % V == 0 && sizeof(In) == sizeof(T), "a row is whole packs of its bits");
-  const bool packed = reinterpret_cast<uintptr_t>(src.data) % 16 == 0 &&
-                      src.row_stride % V == 0 && C % V == 0;
-  if (packed) {
-    constexpr int kPerRow = Cp / V, kPacks = kRows * kPerRow;
-    static_assert(kPacks % 32 == 0, "whole packs for every lane");
-#pragma unroll
-    for (int j = 0; j < kPacks / 32; ++j) {
-      const int e = lane + 32 * j;
-      const int r = e / kPerRow, c = (e % kPerRow) * V;
-      const int64_t n = ids[r];
-      Pack<T, V> p;
-      if (n >= 0 && c < C) {
-        p = load_pack<T, V>(src.at(n, h, C) + c);
-      } else {
-#pragma unroll
-        for (int u = 0; u < V; ++u) p.v[u] = T{};
-      }
-      store_pack<T, V>(reinterpret_cast<T*>(dst) + r * Cp + c, p);  // the operand's bits
-    }
-    return;
-  }
-  for (int e = lane; e < kRows * Cp; e += 32) {
-    const int r = e / Cp, c = e % Cp;
-    const int64_t n = ids[r];
-    dst[e] = n >= 0 && c < C ? M::from_storage(src.at(n, h, C)[c]) : M::from_float(0.0f);
-  }
-}
-
-// A lane's run in a 16 x 16 step block: the 8 entries of row r in tile `half` of the step, moved
-// 16 bytes at a time (a run is 16-byte aligned): one access per entry would put the 32 lanes'
-// runs, 16 entries apart, in 8-way shared-memory bank conflicts.
-__device__ void load_run(float (&v)[kTileCols], const float* block, int r, int half) {
-  const float4* p = reinterpret_cast<const float4*>(block + r * kStep + half * int(kTileCols));
-  const float4 a = p[0], b = p[1];
-  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-}
-
-template <typename T>
-__device__ void store_run(typename TileMma<T>::In* block, int r, int half,
-                          const float (&v)[kTileCols]) {
-  using M = TileMma<T>;
-  using In = typename M::In;
-  constexpr int V = int(16 / sizeof(In));
-  In* run = block + r * kStep + half * int(kTileCols);
-#pragma unroll
-  for (int u = 0; u < int(kTileCols); u += V) {
-    Pack<In, V> pk;
-#pragma unroll
-    for (int c = 0; c < V; ++c) pk.v[c] = M::from_float(v[u + c]);
-    store_pack<In, V>(run + u, pk);
-  }
-}
-
-template <typename T>
-using Accum = wmma::fragment<wmma::accumulator, 16, 16, TileMma<T>::K, float>;
-
-// 16 x 16 scores of the row block a [16][Cp] against the column block x [16][Cp] into s.
-template <typename T, int Cp>
-__device__ void score_block(const typename TileMma<T>::In* a, const typename TileMma<T>::In* x,
-                            float* s) {
-  Accum<T> acc;
-  wmma::fill_fragment(acc, 0.0f);
-  mma_block<T, wmma::col_major, Cp>(acc, a, Cp, x, Cp);
-  wmma::store_matrix_sync(s, acc, kStep, wmma::mem_row_major);
-}
-
-template <typename T, typename I, int Cp>
-__global__ void __launch_bounds__(kWarps * 32)
-    forward_kernel(const TileAttentionForward<T, I> a, int64_t num_windows) {
-  using M = TileMma<T>;
-  constexpr int NF = Cp / 16;
-  WarpTask task;
-  if (!task.take(num_windows, a.heads)) return;  // warps never synchronise with each other
-  const auto st = warp_stage<ForwardStage<T, Cp>>(task.warp);
-  const int lane = task.lane, r = task.r, half = task.half;
-  const int64_t H = a.heads, C = a.channels, h = task.h;
-  const auto& L = a.layout;
-  const float scale = float(a.scale);
-
-  load_window_rows(st.rows, L.row_order, task.w, L.num_rows, lane);
-  __syncwarp();
-  stage_rows<T, Cp>(st.q, st.rows, a.query, h, C, lane);
-  for (int e = lane; e < kRows * Cp; e += 32) st.o[e] = 0.0f;
-  const bool row_ok = st.rows[r] >= 0;
-  float m = -INFINITY, l = 0.0f;  // the row's running max and sum (the same in both lanes)
-  const int64_t tb = L.window_ptr[task.w], te = L.window_ptr[task.w + 1];
-  StepFetch next;
-  if (tb < te) next.load(L.tile_cols, L.counts, tb, te, task, row_ok);
-  for (int64_t t = tb; t < te; t += 2) {
-    const StepFetch cur = next;
-    if (t + 2 < te) next.load(L.tile_cols, L.counts, t + 2, te, task, row_ok);
-    cur.publish(st.cols, lane);
-    __syncwarp();
-    stage_rows<T, Cp>(st.k, st.cols, a.key, h, C, lane);
-    stage_rows<T, Cp>(st.v, st.cols, a.value, h, C, lane);
-    __syncwarp();
-    score_block<T, Cp>(st.q, st.k, st.s);
-    __syncwarp();
-    const float(&cnt)[kTileCols] = cur.cnt;
-    float sv[kTileCols];
-    load_run(sv, st.s, r, half);
-    float tmax = -INFINITY;
-#pragma unroll
-    for (int c = 0; c < int(kTileCols); ++c)
-      if (cnt[c] != 0.0f) tmax = fmaxf(tmax, scale * sv[c]);
-    tmax = fmaxf(tmax, __shfl_xor_sync(kFull, tmax, 1));
-    float f = 1.0f;  // the factor of the row's sum and output so far
-    bool rescale = false;  // not while m is -inf: the sum and output are still 0
-    if (tmax > m) {
-      rescale = m != -INFINITY;
-      f = rescale ? expf(m - tmax) : 0.0f;
-      m = tmax;
-    }
-    float psum = 0.0f;
-#pragma unroll
-    for (int c = 0; c < int(kTileCols); ++c) {
-      sv[c] = cnt[c] != 0.0f ? cnt[c] * expf(scale * sv[c] - m) : 0.0f;
-      psum += sv[c];
-    }
-    store_run<T>(st.p, r, half, sv);
-    l = l * f + (psum + __shfl_xor_sync(kFull, psum, 1));
-    if (rescale) {
-      float4* orow = reinterpret_cast<float4*>(st.o + r * Cp + half * (Cp / 2));
-#pragma unroll
-      for (int c = 0; c < Cp / 8; ++c) {
-        float4 o = orow[c];
-        o.x *= f, o.y *= f, o.z *= f, o.w *= f;
-        orow[c] = o;
-      }
-    }
-    __syncwarp();
-#pragma unroll
-    for (int n = 0; n < NF; ++n) {
-      Accum<T> o;
-      wmma::load_matrix_sync(o, st.o + n * 16, Cp, wmma::mem_row_major);
-      mma_block<T, wmma::row_major, kStep>(o, st.p, kStep, st.v + n * 16, Cp);
-      wmma::store_matrix_sync(st.o + n * 16, o, Cp, wmma::mem_row_major);
-    }
-    __syncwarp();
-  }
-  __syncwarp();
-  if (!row_ok) return;
-  const int64_t i = st.rows[r];
-  T* out = a.out + (i * H + h) * C;
-  for (int64_t c = half; c < C; c += 2)
-    out[c] = from_acc<T>(l > 0.0f ? st.o[r * Cp + c] / l : 0.0f);
-  if (half == 0) a.lse[i * H + h] = l > 0.0f ? m + logf(l) : -INFINITY;
-}
-
 // Writes scale * acc[n] (fp32, through st.out) to the window's rows of dst [*, H, C].
 template <typename T, int Cp, class Stage>
 __device__ void store_rows(const Stage& st, Accum<T> (&acc)[Cp / 16], float scale, T* dst,
@@ -340,14 +200,236 @@ __device__ void store_rows(const Stage& st, Accum<T> (&acc)[Cp / 16], float scal
   __syncwarp();
 }
 
-// The backward over one layout. kKeys false: dQ (and delta) over the forward layout: rows are
-// destinations (blocks a, b: query, grad rows), columns sources (x, y: key, value rows), and
-// dQ = scale dS K. kKeys true: dK and dV over the transposed layout: rows are sources (a, b: key,
-// value rows), columns destinations (x, y: query, grad rows), dK = scale dS^T Q, dV = P^T dO.
-// Either way S = a x^T and dP = b y^T (transposed for kKeys), dS = P (dP - D).
-template <typename T, typename I, int Cp, bool kKeys>
+// What a variant adds to the kernels below: its scores and the rows they come from. A variant
+// V<T, I, Cp> names its Forward and Backward arguments and gives, per warp, the objects
+//   Fwd(a, h, C): score(s) (the score of st.s's entry s), values() (the value rows),
+//                 begin(st, lane, r) (the window's rows), step(st, lane, r, half) (st.s for the
+//                 step, once its columns are loaded)
+//   Bwd<kKeys>(a, h, C): score(s), begin, step (st.s and st.dp = b y^T), add(st, k, ds) (slot
+//                 k's share of the rows' own gradient), multiply(st, acc_x, n) (per step and 16
+//                 channels n, after the dS and P blocks), store(st, acc_x, acc_y, task) (the rows' gradients)
+// The shared kernels own the counts, the softmax, delta, P, dS and dV = P^T dO.
+
+// The Transformer: S = Q K^T (score scale s), dP = dO V^T; dQ = scale dS K (rows: destinations),
+// dK = scale dS^T Q and dV = P^T dO (rows: sources).
+template <typename T, typename I, int Cp>
+struct TransformerTiles {
+  using Forward = TileAttentionForward<T, I>;
+  using Backward = TileAttentionBackward<T, I>;
+
+  struct Fwd {
+    const Forward& a;
+    int64_t h, C;
+    float scale;
+    __device__ Fwd(const Forward& a_, int64_t h_, int64_t C_)
+        : a(a_), h(h_), C(C_), scale(float(a_.scale)) {}
+    __device__ NodeRows<T> values() const { return a.value; }
+    __device__ float score(float s) const { return scale * s; }
+    __device__ void begin(const ForwardStage<T, Cp>& st, int lane, int) const {
+      stage_rows<T, Cp>(st.q, st.rows, a.query, h, C, lane);
+    }
+    __device__ void step(const ForwardStage<T, Cp>& st, int lane, int, int) const {
+      stage_rows<T, Cp>(st.kv, st.cols, a.key, h, C, lane);
+      __syncwarp();
+      score_block<T, Cp>(st.q, st.kv, st.s);
+      __syncwarp();
+    }
+  };
+
+  template <bool kKeys>
+  struct Bwd {
+    const Backward& a;
+    int64_t h, C;
+    float scale;
+    NodeRows<T> grad_rows;
+    __device__ Bwd(const Backward& a_, int64_t h_, int64_t C_)
+        : a(a_), h(h_), C(C_), scale(float(a_.scale)), grad_rows{a_.grad_out, a_.heads * C_} {}
+    __device__ float score(float s) const { return scale * s; }
+    __device__ void begin(const BackwardStage<T, Cp>& st, int lane, int) const {
+      stage_rows<T, Cp>(st.a, st.rows, kKeys ? a.key : a.query, h, C, lane);
+      stage_rows<T, Cp>(st.b, st.rows, kKeys ? a.value : grad_rows, h, C, lane);
+    }
+    __device__ void step(const BackwardStage<T, Cp>& st, int lane, int, int) const {
+      stage_rows<T, Cp>(st.x, st.cols, kKeys ? a.query : a.key, h, C, lane);
+      stage_rows<T, Cp>(st.y, st.cols, kKeys ? grad_rows : a.value, h, C, lane);
+      __syncwarp();
+      score_block<T, Cp>(st.a, st.x, st.s);
+      score_block<T, Cp>(st.b, st.y, st.dp);
+      __syncwarp();
+    }
+    __device__ void add(const BackwardStage<T, Cp>& st, int k, float ds) const {
+      st.ds[k] = TileMma<T>::from_float(ds);
+    }
+    __device__ void multiply(const BackwardStage<T, Cp>& st, Accum<T> (&acc_x)[Cp / 16],
+                             int n) const {
+      mma_block<T, wmma::row_major, kStep>(acc_x[n], st.ds, kStep, st.x + n * 16, Cp);
+    }
+    __device__ void store(const BackwardStage<T, Cp>& st, Accum<T> (&acc_x)[Cp / 16],
+                          Accum<T> (&acc_y)[Cp / 16], const WarpTask& task) const {
+      store_rows<T, Cp>(st, acc_x, scale, kKeys ? a.grad_key : a.grad_query, task, a.heads, C);
+      if constexpr (kKeys) store_rows<T, Cp>(st, acc_y, 1.0f, a.grad_value, task, a.heads, C);
+    }
+  };
+};
+
+// GAT: st.s holds the logits' sums a_src[j] + a_dst[i] (no score product; score leaky_relu(s)),
+// values x, dP = dO X^T; d a_dst = sum_j dS leaky_relu' (rows: destinations), dx = P^T dO and
+// d a_src = sum_i dS leaky_relu' (rows: sources). Each lane sums the slots of its row in its
+// tiles; the row's two lanes add their sums at the end.
+template <typename T, typename I, int Cp>
+struct GatTiles {
+  using Forward = GatTileForward<T, I>;
+  using Backward = GatTileBackward<T, I>;
+
+  // The logit of node n in rows (0 for n = -1 or absent rows).
+  __device__ static float logit(NodeRows<T> rows, int64_t n, int64_t h) {
+    return n >= 0 && rows.data ? to_acc(*rows.at(n, h, 1)) : 0.0f;
+  }
+  // The entries of st.s in row r and tile `half` of the step: the columns' logits + row_logit.
+  __device__ static void sum_logits(float* s, const int64_t* cols, NodeRows<T> col_rows,
+                                    float row_logit, int64_t h, int r, int half) {
+#pragma unroll
+    for (int c = 0; c < int(kTileCols); ++c) {
+      const int col = half * int(kTileCols) + c;
+      s[r * kStep + col] = logit(col_rows, cols[col], h) + row_logit;
+    }
+  }
+
+  struct Scores {
+    float slope;
+    __device__ float score(float s) const { return s > 0.0f ? s : s * slope; }
+    __device__ float grad(float s) const { return s > 0.0f ? 1.0f : slope; }
+  };
+
+  struct Fwd : Scores {
+    const Forward& a;
+    int64_t h, C;
+    float row_logit = 0.0f;
+    __device__ Fwd(const Forward& a_, int64_t h_, int64_t C_)
+        : Scores{float(a_.negative_slope)}, a(a_), h(h_), C(C_) {}
+    __device__ NodeRows<T> values() const { return a.x; }
+    __device__ void begin(const ForwardStage<T, Cp>& st, int, int r) {
+      row_logit = logit(a.a_dst, st.rows[r], h);
+    }
+    __device__ void step(const ForwardStage<T, Cp>& st, int, int r, int half) const {
+      sum_logits(st.s, st.cols, a.a_src, row_logit, h, r, half);
+      __syncwarp();
+    }
+  };
+
+  template <bool kKeys>
+  struct Bwd : Scores {
+    const Backward& a;
+    int64_t h, C;
+    NodeRows<T> grad_rows;
+    float row_logit = 0.0f, row_sum = 0.0f;  // the row's logit, its lane's sum of dS leaky_relu'
+    __device__ Bwd(const Backward& a_, int64_t h_, int64_t C_)
+        : Scores{float(a_.negative_slope)}, a(a_), h(h_), C(C_),
+          grad_rows{a_.grad_out, a_.heads * C_} {}
+    __device__ void begin(const BackwardStage<T, Cp>& st, int lane, int r) {
+      stage_rows<T, Cp>(st.b, st.rows, kKeys ? a.x : grad_rows, h, C, lane);
+      row_logit = logit(kKeys ? a.a_src : a.a_dst, st.rows[r], h);
+    }
+    __device__ void step(const BackwardStage<T, Cp>& st, int lane, int r, int half) const {
+      stage_rows<T, Cp>(st.y, st.cols, kKeys ? grad_rows : a.x, h, C, lane);
+      sum_logits(st.s, st.cols, kKeys ? a.a_dst : a.a_src, row_logit, h, r, half);
+      __syncwarp();
+      score_block<T, Cp>(st.b, st.y, st.dp);
+      __syncwarp();
+    }
+    __device__ void add(const BackwardStage<T, Cp>& st, int k, float ds) {
+      row_sum += ds * this->grad(st.s[k]);
+    }
+    __device__ void multiply(const BackwardStage<T, Cp>&, Accum<T> (&)[Cp / 16], int) const {}
+    __device__ void store(const BackwardStage<T, Cp>& st, Accum<T> (&)[Cp / 16],
+                          Accum<T> (&acc_y)[Cp / 16], const WarpTask& task) const {
+      if constexpr (kKeys) store_rows<T, Cp>(st, acc_y, 1.0f, a.grad_x, task, a.heads, C);
+      const float total = row_sum + __shfl_xor_sync(kFull, row_sum, 1);
+      T* dst = kKeys ? a.grad_a_src : a.grad_a_dst;
+      const int64_t n = st.rows[task.r];
+      if (dst && n >= 0 && task.half == 0) dst[n * a.heads + h] = from_acc<T>(total);
+    }
+  };
+};
+
+template <template <typename, typename, int> class V, typename T, typename I, int Cp>
 __global__ void __launch_bounds__(kWarps * 32)
-    backward_kernel(const TileAttentionBackward<T, I> a, int64_t num_windows) {
+    forward_kernel(const typename V<T, I, Cp>::Forward a, int64_t num_windows) {
+  using M = TileMma<T>;
+  constexpr int NF = Cp / 16;
+  WarpTask task;
+  if (!task.take(num_windows, a.heads)) return;  // warps never synchronise with each other
+  const auto st = warp_stage<ForwardStage<T, Cp>>(task.warp);
+  const int lane = task.lane, r = task.r, half = task.half;
+  const int64_t H = a.heads, C = a.channels, h = task.h;
+  const auto& L = a.layout;
+  typename V<T, I, Cp>::Fwd scores(a, h, C);
+
+  load_window_rows(st.rows, L.row_order, task.w, L.num_rows, lane);
+  __syncwarp();
+  scores.begin(st, lane, r);
+  for (int e = lane; e < kRows * Cp; e += 32) st.o[e] = 0.0f;
+  const bool row_ok = st.rows[r] >= 0;
+  float m = -INFINITY, l = 0.0f;  // the row's running max and sum (the same in both lanes)
+  const int64_t tb = L.window_ptr[task.w], te = L.window_ptr[task.w + 1];
+  for (int64_t t = tb; t < te; t += 2) {
+    load_step_cols(st.cols, L.tile_cols, t, te, lane);
+    __syncwarp();
+    scores.step(st, lane, r, half);
+    float cnt[kTileCols];
+    load_counts(cnt, L.counts, t + half, te, r, row_ok);
+    const float* srow = st.s + r * kStep + half * int(kTileCols);
+    float tmax = -INFINITY;
+#pragma unroll
+    for (int c = 0; c < int(kTileCols); ++c)
+      if (cnt[c] != 0.0f) tmax = fmaxf(tmax, scores.score(srow[c]));
+    tmax = fmaxf(tmax, __shfl_xor_sync(kFull, tmax, 1));
+    float f = 1.0f;
+    if (tmax > m) {
+      f = m == -INFINITY ? 0.0f : expf(m - tmax);
+      m = tmax;
+    }
+    float psum = 0.0f;
+    typename M::In* prow = st.p + r * kStep + half * int(kTileCols);
+#pragma unroll
+    for (int c = 0; c < int(kTileCols); ++c) {
+      const float p = cnt[c] != 0.0f ? cnt[c] * expf(scores.score(srow[c]) - m) : 0.0f;
+      psum += p;
+      prow[c] = M::from_float(p);
+    }
+    l = l * f + (psum + __shfl_xor_sync(kFull, psum, 1));
+    if (f != 1.0f) {
+      float* orow = st.o + r * Cp + half * (Cp / 2);
+      for (int c = 0; c < Cp / 2; ++c) orow[c] *= f;
+    }
+    __syncwarp();
+    stage_rows<T, Cp>(st.kv, st.cols, scores.values(), h, C, lane);  // (replacing any keys)
+    __syncwarp();
+#pragma unroll
+    for (int n = 0; n < NF; ++n) {
+      Accum<T> o;
+      wmma::load_matrix_sync(o, st.o + n * 16, Cp, wmma::mem_row_major);
+      mma_block<T, wmma::row_major, kStep>(o, st.p, kStep, st.kv + n * 16, Cp);
+      wmma::store_matrix_sync(st.o + n * 16, o, Cp, wmma::mem_row_major);
+    }
+    __syncwarp();
+  }
+  __syncwarp();
+  if (!row_ok) return;
+  const int64_t i = st.rows[r];
+  T* out = a.out + (i * H + h) * C;
+  for (int64_t c = half; c < C; c += 2)
+    out[c] = from_acc<T>(l > 0.0f ? st.o[r * Cp + c] / l : 0.0f);
+  if (half == 0) a.lse[i * H + h] = l > 0.0f ? m + logf(l) : -INFINITY;
+}
+
+// The backward over one layout. kKeys false: over the forward layout, rows are destinations,
+// columns sources; this pass writes delta. kKeys true: over the transposed layout, rows are
+// sources, columns destinations (block y: their grad rows), and dV = P^T dO. Either way the
+// variant stages st.s and dP, dS = P (dP - D) and the variant takes each slot's dS.
+template <template <typename, typename, int> class V, typename T, typename I, int Cp, bool kKeys>
+__global__ void __launch_bounds__(kWarps * 32)
+    backward_kernel(const typename V<T, I, Cp>::Backward a, int64_t num_windows) {
   using M = TileMma<T>;
   constexpr int NF = Cp / 16;
   WarpTask task;
@@ -356,15 +438,13 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int lane = task.lane, r = task.r, half = task.half;
   const int64_t H = a.heads, C = a.channels, h = task.h;
   const auto& L = kKeys ? a.transposed : a.layout;
-  const float scale = float(a.scale);
-  const NodeRows<T> grad_rows{a.grad_out, H * C};
+  typename V<T, I, Cp>::template Bwd<kKeys> scores(a, h, C);
 
   load_window_rows(st.rows, L.row_order, task.w, L.num_rows, lane);
   __syncwarp();
-  stage_rows<T, Cp>(st.a, st.rows, kKeys ? a.key : a.query, h, C, lane);
-  stage_rows<T, Cp>(st.b, st.rows, kKeys ? a.value : grad_rows, h, C, lane);
+  scores.begin(st, lane, r);
   const int64_t row = st.rows[r];
-  float row_delta = 0.0f, row_lse = 0.0f;  // dQ: the row's D and lse
+  float row_delta = 0.0f, row_lse = 0.0f;  // rows of destinations: the row's D and lse
   if constexpr (!kKeys) {
     if (row >= 0) {
       const T *g = a.grad_out + (row * H + h) * C, *o = a.out + (row * H + h) * C;
@@ -375,65 +455,53 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (row >= 0 && half == 0) a.delta[row * H + h] = row_delta;
   }
 
-  Accum<T> acc_x[NF], acc_y[NF];  // dQ or dK (from x), dV (from y; kKeys only)
+  Accum<T> acc_x[NF], acc_y[NF];  // the variant's (multiply), dV (kKeys)
 #pragma unroll
   for (int n = 0; n < NF; ++n) {
     wmma::fill_fragment(acc_x[n], 0.0f);
     wmma::fill_fragment(acc_y[n], 0.0f);
   }
   const int64_t tb = L.window_ptr[task.w], te = L.window_ptr[task.w + 1];
-  StepFetch next;
-  if (tb < te) next.load(L.tile_cols, L.counts, tb, te, task, row >= 0);
   for (int64_t t = tb; t < te; t += 2) {
-    const StepFetch cur = next;
-    if (t + 2 < te) next.load(L.tile_cols, L.counts, t + 2, te, task, row >= 0);
-    cur.publish(st.cols, lane);
+    load_step_cols(st.cols, L.tile_cols, t, te, lane);
     __syncwarp();
     if constexpr (kKeys) {
       if (lane < kStep) {
-        const int64_t i = cur.col;
+        const int64_t i = st.cols[lane];
         st.col_lse[lane] = i >= 0 ? a.lse[i * H + h] : 0.0f;
         st.col_delta[lane] = i >= 0 ? a.delta[i * H + h] : 0.0f;
       }
     }
-    stage_rows<T, Cp>(st.x, st.cols, kKeys ? a.query : a.key, h, C, lane);
-    stage_rows<T, Cp>(st.y, st.cols, kKeys ? grad_rows : a.value, h, C, lane);
-    __syncwarp();
-    score_block<T, Cp>(st.a, st.x, st.s);
-    score_block<T, Cp>(st.b, st.y, st.dp);
-    __syncwarp();
-    const float(&cnt)[kTileCols] = cur.cnt;
-    float sv[kTileCols], dv[kTileCols];
-    load_run(sv, st.s, r, half);
-    load_run(dv, st.dp, r, half);
+    scores.step(st, lane, r, half);
+    float cnt[kTileCols];
+    load_counts(cnt, L.counts, t + half, te, r, row >= 0);
+    const int k0 = r * kStep + half * int(kTileCols);
 #pragma unroll
     for (int c = 0; c < int(kTileCols); ++c) {
       const int col = half * int(kTileCols) + c;
       const float lse = kKeys ? st.col_lse[col] : row_lse;
       const float delta = kKeys ? st.col_delta[col] : row_delta;
-      sv[c] = cnt[c] != 0.0f ? cnt[c] * expf(scale * sv[c] - lse) : 0.0f;  // P
-      dv[c] = sv[c] * (dv[c] - delta);                                      // dS
+      const float p = cnt[c] != 0.0f ? cnt[c] * expf(scores.score(st.s[k0 + c]) - lse) : 0.0f;
+      if constexpr (kKeys) st.p[k0 + c] = M::from_float(p);
+      scores.add(st, k0 + c, p * (st.dp[k0 + c] - delta));
     }
-    if constexpr (kKeys) store_run<T>(st.p, r, half, sv);
-    store_run<T>(st.ds, r, half, dv);
     __syncwarp();
 #pragma unroll
     for (int n = 0; n < NF; ++n) {
-      mma_block<T, wmma::row_major, kStep>(acc_x[n], st.ds, kStep, st.x + n * 16, Cp);
+      scores.multiply(st, acc_x, n);
       if constexpr (kKeys)
         mma_block<T, wmma::row_major, kStep>(acc_y[n], st.p, kStep, st.y + n * 16, Cp);
     }
     __syncwarp();
   }
-  store_rows<T, Cp>(st, acc_x, scale, kKeys ? a.grad_key : a.grad_query, task, H, C);
-  if constexpr (kKeys) store_rows<T, Cp>(st, acc_y, 1.0f, a.grad_value, task, H, C);
+  scores.store(st, acc_x, acc_y, task);
 }
 
 // Calls fn(std::integral_constant<int, Cp>) with C rounded up to the staged width Cp.
 template <typename Fn>
 void with_staged_width(int64_t C, Fn&& fn) {
   if (C > kTileAttentionMaxChannels)
-    throw ValueError(detail::concat("transformer tile attention: heads of at most ",
+    throw ValueError(detail::concat("tile attention: heads of at most ",
                                     kTileAttentionMaxChannels, " channels, got ", C));
   if (C <= 16) return fn(std::integral_constant<int, 16>{});
   if (C <= 32) return fn(std::integral_constant<int, 32>{});
@@ -457,32 +525,57 @@ void launch(Kernel kernel, const Args& args, int64_t num_rows, int64_t heads, cu
   IOGNN_CUDA_CHECK_LAUNCH(name);
 }
 
+// The forward, then the two backward kernels of variant V.
+template <template <typename, typename, int> class V, typename T, typename I>
+void run_forward(const typename V<T, I, 16>::Forward& a, cudaStream_t stream, const char* name) {
+  with_staged_width(a.channels, [&](auto width) {
+    constexpr int Cp = decltype(width)::value;
+    launch<ForwardStage<T, Cp>>(forward_kernel<V, T, I, Cp>, a, a.layout.num_rows, a.heads, stream,
+                                name);
+  });
+}
+
+template <template <typename, typename, int> class V, typename T, typename I>
+void run_backward(const typename V<T, I, 16>::Backward& a, cudaStream_t stream,
+                  const char* row_name, const char* key_name) {
+  with_staged_width(a.channels, [&](auto width) {
+    constexpr int Cp = decltype(width)::value;
+    // delta comes from the rows' kernel: the keys' kernel runs after it on the stream.
+    launch<BackwardStage<T, Cp>>(backward_kernel<V, T, I, Cp, false>, a, a.layout.num_rows,
+                                 a.heads, stream, row_name);
+    launch<BackwardStage<T, Cp>>(backward_kernel<V, T, I, Cp, true>, a, a.transposed.num_rows,
+                                 a.heads, stream, key_name);
+  });
+}
+
 }  // namespace
 
 template <typename T, typename I>
 void transformer_tiles_forward(const TileAttentionForward<T, I>& a, cudaStream_t stream) {
-  with_staged_width(a.channels, [&](auto width) {
-    constexpr int Cp = decltype(width)::value;
-    launch<ForwardStage<T, Cp>>(forward_kernel<T, I, Cp>, a, a.layout.num_rows, a.heads, stream,
-                                "transformer_tiles_forward");
-  });
+  run_forward<TransformerTiles, T, I>(a, stream, "transformer_tiles_forward");
 }
 
 template <typename T, typename I>
 void transformer_tiles_backward(const TileAttentionBackward<T, I>& a, cudaStream_t stream) {
-  with_staged_width(a.channels, [&](auto width) {
-    constexpr int Cp = decltype(width)::value;
-    // delta comes from the dQ kernel: the dK / dV kernel runs after it on the stream.
-    launch<BackwardStage<T, Cp>>(backward_kernel<T, I, Cp, false>, a, a.layout.num_rows, a.heads,
-                                 stream, "transformer_tiles_query_grad");
-    launch<BackwardStage<T, Cp>>(backward_kernel<T, I, Cp, true>, a, a.transposed.num_rows,
-                                 a.heads, stream, "transformer_tiles_key_value_grad");
-  });
+  run_backward<TransformerTiles, T, I>(a, stream, "transformer_tiles_query_grad",
+                                       "transformer_tiles_key_value_grad");
+}
+
+template <typename T, typename I>
+void gat_tiles_forward(const GatTileForward<T, I>& a, cudaStream_t stream) {
+  run_forward<GatTiles, T, I>(a, stream, "gat_tiles_forward");
+}
+
+template <typename T, typename I>
+void gat_tiles_backward(const GatTileBackward<T, I>& a, cudaStream_t stream) {
+  run_backward<GatTiles, T, I>(a, stream, "gat_tiles_dst_grad", "gat_tiles_src_grad");
 }
 
 #define IOGNN_CUDA_ATTENTION_TILES(T, I)                                                          \
   template void transformer_tiles_forward<T, I>(const TileAttentionForward<T, I>&, cudaStream_t); \
-  template void transformer_tiles_backward<T, I>(const TileAttentionBackward<T, I>&, cudaStream_t);
+  template void transformer_tiles_backward<T, I>(const TileAttentionBackward<T, I>&, cudaStream_t); \
+  template void gat_tiles_forward<T, I>(const GatTileForward<T, I>&, cudaStream_t);                 \
+  template void gat_tiles_backward<T, I>(const GatTileBackward<T, I>&, cudaStream_t);
 IOGNN_CUDA_ATTENTION_TILES(float, int32_t)
 IOGNN_CUDA_ATTENTION_TILES(float, int64_t)
 IOGNN_CUDA_ATTENTION_TILES(half_t, int32_t)

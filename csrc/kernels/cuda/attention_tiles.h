@@ -1,4 +1,4 @@
-// Graph Transformer attention on the tile layout, CUDA kernels (contract:
+// Attention on the tile layout (Transformer, GAT), CUDA kernels (contract:
 // kernels/attention_tiles_types.h; host twins: kernels/cpu/attention_tiles.h). Torch-free,
 // asynchronous on `stream`, no allocation (the caller gives the backward's delta scratch), no
 // synchronisation.
@@ -34,5 +34,13 @@ void transformer_tiles_forward(const TileAttentionForward<T, index_t>& a, cudaSt
 // transposed one, in stream order.
 template <typename T, typename index_t>
 void transformer_tiles_backward(const TileAttentionBackward<T, index_t>& a, cudaStream_t stream);
+
+// GAT: the same kernels with the scores computed elementwise from the logits (no score product).
+template <typename T, typename index_t>
+void gat_tiles_forward(const GatTileForward<T, index_t>& a, cudaStream_t stream);
+
+// The d alpha_dst kernel (writing delta), then the dx / d alpha_src kernel, in stream order.
+template <typename T, typename index_t>
+void gat_tiles_backward(const GatTileBackward<T, index_t>& a, cudaStream_t stream);
 
 }  // namespace iognn::cuda
