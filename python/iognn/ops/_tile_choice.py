@@ -1,5 +1,5 @@
 """The choice between an op's tile path (Tensor Cores) and its CSR path, shared by propagate
-(``propagate_tiles.py``) and the Transformer attention (``attention_tiles.py``).
+(``propagate_tiles.py``) and the Transformer and GAT attention (``attention_tiles.py``).
 
 Under the graph's ``tile_policy``: ``"csr"`` never takes the tiles; ``"tiles"`` takes them wherever
 the kernels run (on a CPU graph: the host twin, a reference for tests); ``"auto"`` takes them where
@@ -97,11 +97,12 @@ def choose(graph, x: Tensor, kernels_take: bool, store: str, key: tuple,
 
 
 # The graph attributes the tile paths keep per device (Graph.to drops them).
-STORES = ("_tile_plans", "_attention_tile_plans", "_tile_values")
+STORES = ("_tile_plans", "_attention_tile_plans", "_gat_tile_plans", "_tile_values")
 
 
 def all_plans(graph) -> Dict[str, Plan]:
     """Every op's plans on ``graph``, named ``"<op> <dtype> <shape>"``."""
     from . import attention_tiles, propagate_tiles
-    return {**{f"propagate {k}": v for k, v in propagate_tiles.plans(graph).items()},
-            **{f"transformer {k}": v for k, v in attention_tiles.plans(graph).items()}}
+    attention = {f"{op} {k}": v for op in attention_tiles.VARIANTS
+                 for k, v in attention_tiles.plans(graph, op).items()}
+    return {**{f"propagate {k}": v for k, v in propagate_tiles.plans(graph).items()}, **attention}

@@ -51,6 +51,9 @@ def gat_attention(graph, x: Tensor, alpha_src: Tensor, alpha_dst: Optional[Tenso
         seed: dropout seed; None draws one from torch's default generator.
     Returns:
         ``out [num_dst_nodes, H, C]``, or ``(out, alpha)``.
+
+    Without edge features, dropout or alpha, a graph whose ``tile_policy`` is not ``"csr"`` may
+    run on the tile path (``ops/attention_tiles.py``).
     """
     check_graph(graph)
     H, C = _heads_channels("x", x)
@@ -62,6 +65,12 @@ def gat_attention(graph, x: Tensor, alpha_src: Tensor, alpha_dst: Optional[Tenso
     edge_attr = _edge_attr(graph, edge_attr, w_edge, x)
     if edge_attr is not None:
         _check_tensor("w_edge", w_edge, x, (edge_attr.size(1), H), "[edge_dim, heads]")
+    if _tile_path_may_run(graph, edge_attr, dropout, return_alpha):
+        from . import attention_tiles  # the tile path (ops/attention_tiles.py)
+        paths = attention_tiles.choose_gat(graph, x, alpha_src, alpha_dst, float(negative_slope))
+        if any(paths):
+            return attention_tiles.tile_gat(graph, x, alpha_src, alpha_dst,
+                                            float(negative_slope), *paths)
     dropout, seed = _dropout_seed(dropout, seed)
     out, _, alpha = torch.ops.iognn.gat_attention(
         *_graph_tensors(graph), x, alpha_src, alpha_dst, edge_attr, w_edge,
@@ -133,8 +142,7 @@ def transformer_attention(graph, query: Tensor, key: Tensor, value: Tensor,
         _check_tensor("w_edge", w_edge, query, (H * C, edge_attr.size(1)),
                       "[heads * channels, edge_dim]", "query")
     scale = 1.0 / math.sqrt(C) if scale is None else float(scale)
-    if (edge_attr is None and float(dropout) == 0.0 and not return_alpha
-            and getattr(graph, "tile_policy", "csr") != "csr"):
+    if _tile_path_may_run(graph, edge_attr, dropout, return_alpha):
         from . import attention_tiles  # the tile path (ops/attention_tiles.py)
         paths = attention_tiles.choose(graph, query, key, value, scale)
         if any(paths):
@@ -147,6 +155,12 @@ def transformer_attention(graph, query: Tensor, key: Tensor, value: Tensor,
 
 
 # ---- argument handling ---------------------------------------------------------------------
+def _tile_path_may_run(graph, edge_attr, dropout, return_alpha) -> bool:
+    """The tile path takes no edge features, dropout or alpha, and never a "csr" graph."""
+    return (edge_attr is None and float(dropout) == 0.0 and not return_alpha
+            and getattr(graph, "tile_policy", "csr") != "csr")
+
+
 def _graph_tensors(graph) -> Tuple[Tensor, ...]:
     return (graph.rowptr, graph.col, graph.eid, graph.colptr, graph.row, graph.csc2csr)
 

@@ -1,25 +1,27 @@
-"""Graph Transformer attention on the tile layout (Tensor Cores on a GPU), and the choice between
-it and the CSR path.
+"""Attention on the tile layout (Tensor Cores on a GPU) - the Graph Transformer's and GAT's - and
+the choice between it and the CSR path.
 
-The tile path computes what :func:`iognn.ops.transformer_attention` computes without edge
-features, dropout or a returned alpha, over the graph's tile layout
-(:func:`iognn.graph.tile_layout`: row windows of 16 destinations, 8-wide tiles of their distinct
-sources): per window the scores of its 16 query rows against a tile's key rows, an online softmax
-per row and the aggregation of the tile's value rows, as block products (TF32 for fp32, fp16 /
-bf16; fp32 accumulation). A duplicate edge counts once per copy in the softmax, as in PyG: the
-tiles carry the multiplicity of each (destination, source) pair. The backward runs without atomics
-(deterministic): the query gradient over the same windows, the key and value gradients over the
-windows of the transposed layout (windows of sources, columns of destinations). Contract:
-``csrc/kernels/attention_tiles_types.h``.
+The tile path computes what :func:`iognn.ops.transformer_attention` and
+:func:`iognn.ops.gat_attention` compute without edge features, dropout or a returned alpha, over
+the graph's tile layout (:func:`iognn.graph.tile_layout`: row windows of 16 destinations, 8-wide
+tiles of their distinct sources): per window a tile's block of scores (the Transformer: its 16
+query rows against the tile's key rows, a block product; GAT: ``leaky_relu(alpha_src[j] +
+alpha_dst[i])`` elementwise), an online softmax per row and the aggregation of the tile's value
+rows (GAT: ``x``) as a block product (TF32 for fp32, fp16 / bf16; fp32 accumulation). A duplicate
+edge counts once per copy in the softmax, as in PyG: the tiles carry the multiplicity of each
+(destination, source) pair. The backward runs without atomics (deterministic): the destination
+rows' gradients (query; alpha_dst) over the same windows, the source rows' (key and value; x and
+alpha_src) over the windows of the transposed layout (windows of sources, columns of
+destinations). Contract: ``csrc/kernels/attention_tiles_types.h``.
 
-Which path runs is decided per graph, dtype, heads, channels and direction under the graph's
+Which path runs is decided per op, graph, dtype, heads, channels and direction under the graph's
 ``tile_policy`` (``"csr"``, ``"auto"``, ``"tiles"``: ``ops/_tile_choice.py``); heads wider than
 :data:`MAX_CHANNELS` stay on the CSR path. The choices are in :func:`plans` and
 ``Graph.stats["tile_plans"]``.
 """
 from __future__ import annotations
 
-from typing import Dict, Tuple
+from typing import Callable, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -28,9 +30,12 @@ from torch.autograd.function import once_differentiable
 from . import _tile_choice as choice
 from ._checks import acc_dtype
 
+ops = torch.ops.iognn
+
 # The widest head the CUDA kernels take (kernels/cuda/attention_tiles.h): wider heads stay on the
 # CSR path.
 MAX_CHANNELS = 128
+
 
 def _counts(graph, layout, transposed: bool, dtype: torch.dtype) -> Tensor:
     """The multiplicity of each slot's (destination, source) pair: propagate's unweighted sum
@@ -45,87 +50,131 @@ def _layout_args(graph, transposed: bool, dtype: torch.dtype):
             _counts(graph, layout, transposed, dtype))
 
 
-def _tiles_forward(graph, query, key, value, scale) -> Tuple[Tensor, Tensor]:
-    return torch.ops.iognn.transformer_tiles_forward(
-        *_layout_args(graph, False, query.dtype), query, key, value, scale)
-
-
-def _tiles_backward(graph, query, key, value, out, lse, grad_out, scale):
-    return torch.ops.iognn.transformer_tiles_backward(
-        *_layout_args(graph, False, query.dtype), *_layout_args(graph, True, query.dtype),
-        query, key, value, out, lse, grad_out, scale)
-
-
 def _graph_tensors(graph):
     return (graph.rowptr, graph.col, graph.eid, graph.colptr, graph.row, graph.csc2csr)
 
 
-def _csr_forward(graph, query, key, value, scale) -> Tuple[Tensor, Tensor]:
-    out, lse, _ = torch.ops.iognn.transformer_attention(
-        *_graph_tensors(graph), query, key, value, None, None, scale, 0.0, 0, False)
-    return out, lse
+class Variant(NamedTuple):
+    """An attention's two paths: ``forward(graph, inputs, param) -> (out, lse)`` and
+    ``backward(graph, inputs, out, lse, grad_out, param) -> grads`` (one per input, None for an
+    absent one) on the tiles and on CSR, and the graph attribute that keeps its plans."""
+    name: str
+    store: str
+    tiles_forward: Callable
+    tiles_backward: Callable
+    csr_forward: Callable
+    csr_backward: Callable
 
 
-def _csr_backward(graph, query, key, value, lse, grad_out, scale):
-    grads = torch.ops.iognn.transformer_attention_backward(
-        *_graph_tensors(graph), query, key, value, None, None, lse, grad_out, None, scale, 0.0, 0)
-    return grads[:3]
+def _layouts(graph, dtype):
+    return (*_layout_args(graph, False, dtype), *_layout_args(graph, True, dtype))
 
 
-class _TileTransformer(torch.autograd.Function):
-    """Transformer attention on the chosen path per direction. Both paths keep the same lse (the
+# inputs (query, key, value), param: the scale.
+TRANSFORMER = Variant(
+    "transformer", "_attention_tile_plans",
+    lambda graph, qkv, scale: ops.transformer_tiles_forward(
+        *_layout_args(graph, False, qkv[0].dtype), *qkv, scale),
+    lambda graph, qkv, out, lse, grad, scale: ops.transformer_tiles_backward(
+        *_layouts(graph, qkv[0].dtype), *qkv, out, lse, grad, scale),
+    lambda graph, qkv, scale: ops.transformer_attention(
+        *_graph_tensors(graph), *qkv, None, None, scale, 0.0, 0, False)[:2],
+    lambda graph, qkv, out, lse, grad, scale: ops.transformer_attention_backward(
+        *_graph_tensors(graph), *qkv, None, None, lse, grad, None, scale, 0.0, 0)[:3])
+
+
+def _gat_grads(grads, alpha_dst):
+    return (*grads[:2], grads[2] if alpha_dst is not None else None)
+
+
+# inputs (x, alpha_src, alpha_dst or None), param: the negative slope.
+GAT = Variant(
+    "gat", "_gat_tile_plans",
+    lambda graph, xa, slope: ops.gat_tiles_forward(
+        *_layout_args(graph, False, xa[0].dtype), *xa, graph.num_dst_nodes, slope),
+    lambda graph, xa, out, lse, grad, slope: _gat_grads(ops.gat_tiles_backward(
+        *_layouts(graph, xa[0].dtype), *xa, out, lse, grad, slope), xa[2]),
+    lambda graph, xa, slope: ops.gat_attention(
+        *_graph_tensors(graph), *xa, None, None, slope, 0.0, 0, False)[:2],
+    lambda graph, xa, out, lse, grad, slope: _gat_grads(ops.gat_attention_backward(
+        *_graph_tensors(graph), *xa, None, None, lse, grad, None, slope, 0.0, 0), xa[2]))
+
+VARIANTS = {v.name: v for v in (TRANSFORMER, GAT)}
+
+
+class _TileAttention(torch.autograd.Function):
+    """A variant's attention on the chosen path per direction. Both paths keep the same lse (the
     log of each row's softmax denominator), so either backward follows either forward."""
 
     @staticmethod
-    def forward(ctx, query, key, value, graph, scale, tiles_forward, tiles_backward):
-        run = _tiles_forward if tiles_forward else _csr_forward
-        out, lse = run(graph, query, key, value, scale)
-        ctx.graph, ctx.scale, ctx.tiles_backward = graph, scale, tiles_backward
-        ctx.save_for_backward(query, key, value, out, lse)
+    def forward(ctx, variant, graph, param, tiles_forward, tiles_backward, *inputs):
+        run = variant.tiles_forward if tiles_forward else variant.csr_forward
+        out, lse = run(graph, inputs, param)
+        ctx.variant, ctx.graph, ctx.param, ctx.tiles_backward = variant, graph, param, tiles_backward
+        ctx.save_for_backward(*inputs, out, lse)
         return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_out):
-        query, key, value, out, lse = ctx.saved_tensors
-        grad_out = grad_out.contiguous()
-        if ctx.tiles_backward:
-            grads = _tiles_backward(ctx.graph, query, key, value, out, lse, grad_out, ctx.scale)
-        else:
-            grads = _csr_backward(ctx.graph, query, key, value, lse, grad_out, ctx.scale)
-        return (*grads, None, None, None, None)
+        *inputs, out, lse = ctx.saved_tensors
+        v = ctx.variant
+        run = v.tiles_backward if ctx.tiles_backward else v.csr_backward
+        grads = run(ctx.graph, inputs, out, lse, grad_out.contiguous(), ctx.param)
+        return (None, None, None, None, None, *grads)
 
 
-def _measure(graph, query, key, value, scale) -> choice.Plan:
+def _measure(v: Variant, graph, inputs, param) -> choice.Plan:
     """Times both paths once per direction on the callers' shapes."""
     t = choice.time_ms
     with torch.no_grad():
-        out, lse = _tiles_forward(graph, query, key, value, scale)
+        out, lse = v.tiles_forward(graph, inputs, param)
         grad = torch.ones_like(out)
         return choice.timed(
-            (t(lambda: _csr_forward(graph, query, key, value, scale)),
-             t(lambda: _tiles_forward(graph, query, key, value, scale))),
-            (t(lambda: _csr_backward(graph, query, key, value, lse, grad, scale)),
-             t(lambda: _tiles_backward(graph, query, key, value, out, lse, grad, scale))), graph)
+            (t(lambda: v.csr_forward(graph, inputs, param)),
+             t(lambda: v.tiles_forward(graph, inputs, param))),
+            (t(lambda: v.csr_backward(graph, inputs, out, lse, grad, param)),
+             t(lambda: v.tiles_backward(graph, inputs, out, lse, grad, param))), graph)
+
+
+def choose_variant(v: Variant, graph, inputs: Sequence[Optional[Tensor]],
+                   param: float) -> Tuple[bool, bool]:
+    """(tiles for the forward, tiles for the backward) of ``v`` on ``graph`` for heads like
+    ``inputs[0]`` (``[N, H, C]``; the other inputs only serve the timing)."""
+    ref = inputs[0]
+    takes = choice.tensor_cores_take(ref) and ref.size(2) <= MAX_CHANNELS
+    return choice.choose(graph, ref, takes, v.store, (ref.dtype, ref.size(1), ref.size(2)),
+                         lambda: _measure(v, graph, tuple(inputs), param))
 
 
 def choose(graph, query: Tensor, key: Tensor, value: Tensor, scale: float) -> Tuple[bool, bool]:
-    """(tiles for the forward, tiles for the backward) of the attention on ``graph`` for heads
-    like ``query`` (key and value only serve the timing)."""
-    takes = choice.tensor_cores_take(query) and query.size(2) <= MAX_CHANNELS
-    return choice.choose(graph, query, takes, "_attention_tile_plans",
-                         (query.dtype, query.size(1), query.size(2)),
-                         lambda: _measure(graph, query, key, value, scale))
+    """The Transformer's paths (:func:`choose_variant`)."""
+    return choose_variant(TRANSFORMER, graph, (query, key, value), scale)
 
 
-def plans(graph) -> Dict[str, dict]:
-    """The choices made on ``graph`` so far, keyed ``"<dtype> H=<heads> C=<channels>"``."""
+def choose_gat(graph, x: Tensor, alpha_src: Tensor, alpha_dst: Optional[Tensor],
+               negative_slope: float) -> Tuple[bool, bool]:
+    """GAT's paths (:func:`choose_variant`)."""
+    return choose_variant(GAT, graph, (x, alpha_src, alpha_dst), negative_slope)
+
+
+def plans(graph, op: str = "transformer") -> Dict[str, dict]:
+    """The choices made for ``op`` (``"transformer"``, ``"gat"``) on ``graph`` so far, keyed
+    ``"<dtype> H=<heads> C=<channels>"``."""
     return {f"{str(dtype).replace('torch.', '')} H={heads} C={channels}": plan
             for (dtype, heads, channels), plan in
-            getattr(graph, "_attention_tile_plans", {}).items()}
+            getattr(graph, VARIANTS[op].store, {}).items()}
 
 
 def tile_transformer(graph, query: Tensor, key: Tensor, value: Tensor, scale: float,
                      tiles_forward: bool, tiles_backward: bool) -> Tensor:
     """``transformer_attention`` (no edge features, dropout or alpha) on the given paths."""
-    return _TileTransformer.apply(query, key, value, graph, scale, tiles_forward, tiles_backward)
+    return _TileAttention.apply(TRANSFORMER, graph, scale, tiles_forward, tiles_backward, query,
+                                key, value)
+
+
+def tile_gat(graph, x: Tensor, alpha_src: Tensor, alpha_dst: Optional[Tensor],
+             negative_slope: float, tiles_forward: bool, tiles_backward: bool) -> Tensor:
+    """``gat_attention`` (no edge features, dropout or alpha) on the given paths."""
+    return _TileAttention.apply(GAT, graph, negative_slope, tiles_forward, tiles_backward, x,
+                                alpha_src, alpha_dst)
