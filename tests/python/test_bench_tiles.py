@@ -31,3 +31,23 @@ def test_shuffling_keeps_the_edge_multiset_up_to_relabelling():
     assert shuffled.shape == edge_index.shape
     degrees = sorted(torch.bincount(edge_index[1], minlength=3).tolist())
     assert sorted(torch.bincount(shuffled[1], minlength=3).tolist()) == degrees
+
+
+@pytest.mark.parametrize("op", ["transformer:2", "gat:2"])
+def test_the_attention_ops_time_both_paths_of_their_variant(op):
+    import iognn
+    edge_index = torch.randint(0, 40, (2, 300), generator=torch.Generator().manual_seed(0))
+    g = iognn.Graph(edge_index, 40)
+    ran = []
+
+    def ms(fn):  # runs each path once (on the host twin) instead of timing it
+        ran.append(fn())
+        return 1.0
+    times, choose = tiles._op_timings(op, g, 40, torch.float32, 16, ms, device="cpu")
+    assert times == {"csr_fwd": 1.0, "csr_bwd": 1.0, "tiles_fwd": 1.0, "tiles_bwd": 1.0}
+    (csr_out, _), grads, (tiles_out, _), tile_grads = ran
+    torch.testing.assert_close(tiles_out, csr_out)
+    for a, b in zip(tile_grads, grads):
+        torch.testing.assert_close(a, b)
+    assert len(grads) == 3
+    assert choose() == (False, False)  # "auto" on a CPU graph keeps the CSR path

@@ -1,9 +1,9 @@
 """``python -m iognn.bench.tiles``: the tile (Tensor Core) path of propagate against the CSR path.
 
 Sweep (``--sweep``): for every graph and ordering, the tile layout's fill, the ordering's cost, and
-the forward / backward times on both paths of propagate (sum; the backward is grad_x) and of the
-Transformer attention (H heads of F / H channels; the backward gives q, k, v) at width F in bf16
-and TF32, with the automatic choice (``tile_policy='auto'``) and its time against the faster path. Synthetic graphs
+the forward / backward times on both paths of propagate (sum; the backward is grad_x), of the
+Transformer attention and of GAT's (H heads of F / H channels; the backward gives q, k, v, or x,
+alpha_src, alpha_dst) at width F in bf16 and TF32, with the automatic choice (``tile_policy='auto'``) and its time against the faster path. Synthetic graphs
 are shuffled first (random node ids, as graphs come from files), so an ordering has locality to
 recover; real graphs keep the order of their files. Orderings: ``native`` (a synthetic graph in its
 generator's order: communities, molecules and mesh rows contiguous, the best case an ordering can
@@ -36,16 +36,16 @@ def _shuffled(edge_index, num_nodes: int, seed: int):
     return perm.to(edge_index.device)[edge_index]
 
 
-def _op_timings(op: str, g, n: int, dtype: torch.dtype, F: int, ms):
+def _op_timings(op: str, g, n: int, dtype: torch.dtype, F: int, ms, device="cuda"):
     """The four times (csr / tiles, forward / backward) of ``op`` on ``g`` at width F, and the
-    choice "auto" makes (timed afresh). ``op``: "propagate" (sum) or "transformer:H" (H heads of
-    F / H channels)."""
+    choice "auto" makes (timed afresh). ``op``: "propagate" (sum), "transformer:H" or "gat:H" (H
+    heads of F / H channels; the backward gives every input's gradient)."""
     from iognn.ops import propagate_tiles as pt
     g.tile_policy = "auto"
-    gen = torch.Generator(device="cuda").manual_seed(0)
+    gen = torch.Generator(device=device).manual_seed(0)
     if op == "propagate":
-        x = torch.randn(n, F, device="cuda", generator=gen).to(dtype)
-        grad = torch.randn(n, F, device="cuda", generator=gen).to(dtype)
+        x = torch.randn(n, F, device=device, generator=gen).to(dtype)
+        grad = torch.randn(n, F, device=device, generator=gen).to(dtype)
         times = {"csr_fwd": ms(lambda: pt._csr_forward(g, x, None, "sum", None)),
                  "csr_bwd": ms(lambda: pt._csr_backward_x(g, grad, None, "sum")),
                  "tiles_fwd": ms(lambda: pt._spmm(g, x, None, "sum", None, False)),
@@ -53,18 +53,21 @@ def _op_timings(op: str, g, n: int, dtype: torch.dtype, F: int, ms):
         g.__dict__.pop("_tile_plans", None)
         return times, lambda: pt.choose(g, x, None, "sum")
     from iognn.ops import attention_tiles as at
-    heads = int(op.split(":")[1])
-    q, k, v = (torch.randn(n, heads, F // heads, device="cuda", generator=gen).to(dtype)
-               for _ in range(3))
-    scale = (F // heads) ** -0.5
-    out, lse = at._csr_forward(g, q, k, v, scale)
+    name, heads = op.split(":")
+    heads = int(heads)
+    v = at.VARIANTS[name]
+    rows = [(n, heads, F // heads)] * (3 if name == "transformer" else 1)
+    rows += [] if name == "transformer" else [(n, heads), (n, heads)]  # alpha_src, alpha_dst
+    inputs = tuple(torch.randn(s, device=device, generator=gen).to(dtype) for s in rows)
+    param = (F // heads) ** -0.5 if name == "transformer" else 0.2  # scale, negative_slope
+    out, lse = v.csr_forward(g, inputs, param)
     grad = torch.randn_like(out)
-    times = {"csr_fwd": ms(lambda: at._csr_forward(g, q, k, v, scale)),
-             "csr_bwd": ms(lambda: at._csr_backward(g, q, k, v, lse, grad, scale)),
-             "tiles_fwd": ms(lambda: at._tiles_forward(g, q, k, v, scale)),
-             "tiles_bwd": ms(lambda: at._tiles_backward(g, q, k, v, out, lse, grad, scale))}
-    g.__dict__.pop("_attention_tile_plans", None)
-    return times, lambda: at.choose(g, q, k, v, scale)
+    times = {"csr_fwd": ms(lambda: v.csr_forward(g, inputs, param)),
+             "csr_bwd": ms(lambda: v.csr_backward(g, inputs, out, lse, grad, param)),
+             "tiles_fwd": ms(lambda: v.tiles_forward(g, inputs, param)),
+             "tiles_bwd": ms(lambda: v.tiles_backward(g, inputs, out, lse, grad, param))}
+    g.__dict__.pop(v.store, None)
+    return times, lambda: at.choose_variant(v, g, inputs, param)
 
 
 def sweep_rows(graphs: Sequence[str], orders: Sequence[str], ops: Sequence[str],
@@ -181,8 +184,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--train", action="store_true")
     p.add_argument("--graphs", default=",".join(SWEEP_GRAPHS))
     p.add_argument("--orders", default=",".join(ORDERS))
-    p.add_argument("--ops", default="propagate,transformer:4",
-                   help="propagate and/or transformer:H (H heads of feat / H channels)")
+    p.add_argument("--ops", default="propagate,transformer:4,gat:4",
+                   help="propagate, transformer:H and/or gat:H (H heads of feat / H channels)")
     p.add_argument("--dtypes", default=",".join(DTYPES))
     p.add_argument("--feat", type=int, default=128)
     p.add_argument("--datasets", default=",".join(TRAIN_DATASETS))
