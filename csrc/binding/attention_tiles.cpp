@@ -10,23 +10,16 @@
 namespace iognn::torch_ext {
 namespace {
 
+// Every variant's arguments (kernels/attention_tiles_types.h) go to their host twin's overload.
 struct CpuAttentionTiles {
   using Scope = HostScope;
-  template <typename T, typename I>
-  static void forward(const Scope&, const TileAttentionForward<T, I>& a) {
-    cpu::transformer_tiles_forward<T, I>(a);
+  template <typename T, typename I, class Args>
+  static void forward(const Scope&, const Args& a, const char*) {
+    cpu::tiles_forward<T, I>(a);
   }
-  template <typename T, typename I>
-  static void backward(const Scope&, const TileAttentionBackward<T, I>& a) {
-    cpu::transformer_tiles_backward<T, I>(a);
-  }
-  template <typename T, typename I>
-  static void forward(const Scope&, const GatTileForward<T, I>& a) {
-    cpu::gat_tiles_forward<T, I>(a);
-  }
-  template <typename T, typename I>
-  static void backward(const Scope&, const GatTileBackward<T, I>& a) {
-    cpu::gat_tiles_backward<T, I>(a);
+  template <typename T, typename I, class Args>
+  static void backward(const Scope&, const Args& a, const char*) {
+    cpu::tiles_backward<T, I>(a);
   }
 };
 

@@ -17,9 +17,9 @@
 // layout's slots, in the accumulation dtype. The layouts' contents (offsets, column ids) are
 // trusted: tile_layout built them from a validated Graph; their shapes, dtypes and devices are
 // checked. A Backend provides, besides its Scope,
-//   template <typename T, typename I> static void forward(const Scope&, const TileAttentionForward<T, I>&);
-//   template <typename T, typename I> static void backward(const Scope&, const TileAttentionBackward<T, I>&);
-// and the same two for GatTileForward / GatTileBackward.
+//   template <typename T, typename I, class Args> static void forward(const Scope&, const Args&, const char* op);
+//   template <typename T, typename I, class Args> static void backward(const Scope&, const Args&, const char* op);
+// for the arguments of every variant (TileAttention*, GatTile*), op naming the op in messages.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -170,7 +170,8 @@ struct TransformerTileOps {
             scope, TileAttentionForward<T, I>{layout_view<acc_t<T>, I>(L, num_dst),
                                               rows_of<T>(query), rows_of<T>(key),
                                               rows_of<T>(value), H, C, scale, ptr<T>(out),
-                                              ptr<acc_t<T>>(lse)});
+                                              ptr<acc_t<T>>(lse)},
+            op);
       });
       return {out, lse};
     }
@@ -215,7 +216,8 @@ struct TransformerTileOps {
                        layout_view<acc, I>(L, num_dst), layout_view<acc, I>(Lt, num_src),
                        rows_of<T>(query), rows_of<T>(key), rows_of<T>(value), cptr<T>(out),
                        cptr<T>(grad_out), cptr<acc>(lse), H, C, scale, ptr<acc>(delta),
-                       ptr<T>(grad_query), ptr<T>(grad_key), ptr<T>(grad_value)});
+                       ptr<T>(grad_query), ptr<T>(grad_key), ptr<T>(grad_value)},
+            op);
       });
       return {grad_query, grad_key, grad_value};
     }
@@ -264,7 +266,8 @@ struct GatTileOps {
         Backend::template forward<T, I>(
             scope, GatTileForward<T, I>{layout_view<acc_t<T>, I>(L, num_dst), rows_of<T>(x),
                                         rows_of<T>(alpha_src), optional_rows_of<T>(alpha_dst), H,
-                                        C, negative_slope, ptr<T>(out), ptr<acc_t<T>>(lse)});
+                                        C, negative_slope, ptr<T>(out), ptr<acc_t<T>>(lse)},
+            op);
       });
       return {out, lse};
     }
@@ -314,7 +317,8 @@ struct GatTileOps {
                        rows_of<T>(x), rows_of<T>(alpha_src), optional_rows_of<T>(alpha_dst),
                        cptr<T>(out), cptr<T>(grad_out), cptr<acc>(lse), H, C, negative_slope,
                        ptr<acc>(delta), ptr<T>(grad_x), ptr<T>(grad_alpha_src),
-                       alpha_dst ? ptr<T>(grad_alpha_dst) : nullptr});
+                       alpha_dst ? ptr<T>(grad_alpha_dst) : nullptr},
+            op);
       });
       return {grad_x, grad_alpha_src, grad_alpha_dst};
     }

@@ -24,31 +24,21 @@ void check_runs_on_tensor_cores(const char* op, int64_t channels) {
                               cuda::kTileAttentionMaxChannels, " (use the CSR path)");
 }
 
+// Every variant's arguments (kernels/attention_tiles_types.h) go to their kernels' overload; op
+// names the op in the messages.
 struct CudaAttentionTiles {
   using Scope = DeviceScope;
-  template <typename T, typename I>
-  static void forward(const Scope& s, const TileAttentionForward<T, I>& a) {
-    check_runs_on_tensor_cores<T>("iognn::transformer_tiles_forward", a.channels);
+  template <typename T, typename I, class Args>
+  static void forward(const Scope& s, const Args& a, const char* op) {
+    check_runs_on_tensor_cores<T>(op, a.channels);
     if constexpr (!std::is_same_v<T, double>)
-      translate_errors([&] { cuda::transformer_tiles_forward<T, I>(a, s.stream); });
+      translate_errors([&] { cuda::tiles_forward<T, I>(a, s.stream); });
   }
-  template <typename T, typename I>
-  static void backward(const Scope& s, const TileAttentionBackward<T, I>& a) {
-    check_runs_on_tensor_cores<T>("iognn::transformer_tiles_backward", a.channels);
+  template <typename T, typename I, class Args>
+  static void backward(const Scope& s, const Args& a, const char* op) {
+    check_runs_on_tensor_cores<T>(op, a.channels);
     if constexpr (!std::is_same_v<T, double>)
-      translate_errors([&] { cuda::transformer_tiles_backward<T, I>(a, s.stream); });
-  }
-  template <typename T, typename I>
-  static void forward(const Scope& s, const GatTileForward<T, I>& a) {
-    check_runs_on_tensor_cores<T>("iognn::gat_tiles_forward", a.channels);
-    if constexpr (!std::is_same_v<T, double>)
-      translate_errors([&] { cuda::gat_tiles_forward<T, I>(a, s.stream); });
-  }
-  template <typename T, typename I>
-  static void backward(const Scope& s, const GatTileBackward<T, I>& a) {
-    check_runs_on_tensor_cores<T>("iognn::gat_tiles_backward", a.channels);
-    if constexpr (!std::is_same_v<T, double>)
-      translate_errors([&] { cuda::gat_tiles_backward<T, I>(a, s.stream); });
+      translate_errors([&] { cuda::tiles_backward<T, I>(a, s.stream); });
   }
 };
 

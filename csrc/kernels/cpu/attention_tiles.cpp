@@ -57,12 +57,12 @@ struct TransformerScores {
   NodeRows<T> query, key, value;
   int64_t H, C;
   acc scale;
-  T *grad_query = nullptr, *grad_key = nullptr;
+  T *grad_query, *grad_key;  // the backward's
 
   template <class Args>
-  explicit TransformerScores(const Args& a)
+  explicit TransformerScores(const Args& a, T* grad_query_ = nullptr, T* grad_key_ = nullptr)
       : query(a.query), key(a.key), value(a.value), H(a.heads), C(a.channels),
-        scale(acc(a.scale)) {}
+        scale(acc(a.scale)), grad_query(grad_query_), grad_key(grad_key_) {}
   NodeRows<T> values() const { return value; }
 
   template <bool kDst>
@@ -102,11 +102,12 @@ struct GatScores {
   NodeRows<T> x, a_src, a_dst;
   int64_t H;
   acc slope;
-  T *grad_a_src = nullptr, *grad_a_dst = nullptr;
+  T *grad_a_src, *grad_a_dst;  // the backward's
 
   template <class Args>
-  explicit GatScores(const Args& a)
-      : x(a.x), a_src(a.a_src), a_dst(a.a_dst), H(a.heads), slope(acc(a.negative_slope)) {}
+  explicit GatScores(const Args& a, T* grad_a_src_ = nullptr, T* grad_a_dst_ = nullptr)
+      : x(a.x), a_src(a.a_src), a_dst(a.a_dst), H(a.heads), slope(acc(a.negative_slope)),
+        grad_a_src(grad_a_src_), grad_a_dst(grad_a_dst_) {}
   NodeRows<T> values() const { return x; }
 
   // The leaky_relu input of (destination i, source j), as the CSR kernels add it.
@@ -145,7 +146,7 @@ struct GatScores {
 
 // out and lse of every destination row.
 template <class V, typename T, typename I>
-void tiles_forward(const V& v, const TileLayoutView<acc_t<T>, I>& L, int64_t H, int64_t C, T* out,
+void window_forward(const V& v, const TileLayoutView<acc_t<T>, I>& L, int64_t H, int64_t C, T* out,
                    acc_t<T>* lse) {
   using acc = acc_t<T>;
   const NodeRows<T> values = v.values();
@@ -205,7 +206,7 @@ void tiles_forward(const V& v, const TileLayoutView<acc_t<T>, I>& L, int64_t H, 
 // delta and the destination rows' gradients over the forward layout, then the value gradient
 // (into grad_value) and the source rows' gradients over the transposed one.
 template <class V, typename T, typename I, class Args>
-void tiles_backward(const V& v, const Args& a, T* grad_value) {
+void window_backward(const V& v, const Args& a, T* grad_value) {
   using acc = acc_t<T>;
   const int64_t H = a.heads, C = a.channels;
   const NodeRows<T> values = v.values();
@@ -289,36 +290,29 @@ void tiles_backward(const V& v, const Args& a, T* grad_value) {
 }  // namespace
 
 template <typename T, typename I>
-void transformer_tiles_forward(const TileAttentionForward<T, I>& a) {
-  tiles_forward(TransformerScores<T>(a), a.layout, a.heads, a.channels, a.out, a.lse);
+void tiles_forward(const TileAttentionForward<T, I>& a) {
+  window_forward(TransformerScores<T>(a), a.layout, a.heads, a.channels, a.out, a.lse);
+}
+template <typename T, typename I>
+void tiles_forward(const GatTileForward<T, I>& a) {
+  window_forward(GatScores<T>(a), a.layout, a.heads, a.channels, a.out, a.lse);
 }
 
 template <typename T, typename I>
-void transformer_tiles_backward(const TileAttentionBackward<T, I>& a) {
-  TransformerScores<T> v(a);
-  v.grad_query = a.grad_query;
-  v.grad_key = a.grad_key;
-  tiles_backward<TransformerScores<T>, T, I>(v, a, a.grad_value);
+void tiles_backward(const TileAttentionBackward<T, I>& a) {
+  window_backward<TransformerScores<T>, T, I>(TransformerScores<T>(a, a.grad_query, a.grad_key), a,
+                                              a.grad_value);
 }
-
 template <typename T, typename I>
-void gat_tiles_forward(const GatTileForward<T, I>& a) {
-  tiles_forward(GatScores<T>(a), a.layout, a.heads, a.channels, a.out, a.lse);
-}
-
-template <typename T, typename I>
-void gat_tiles_backward(const GatTileBackward<T, I>& a) {
-  GatScores<T> v(a);
-  v.grad_a_src = a.grad_a_src;
-  v.grad_a_dst = a.grad_a_dst;
-  tiles_backward<GatScores<T>, T, I>(v, a, a.grad_x);
+void tiles_backward(const GatTileBackward<T, I>& a) {
+  window_backward<GatScores<T>, T, I>(GatScores<T>(a, a.grad_a_src, a.grad_a_dst), a, a.grad_x);
 }
 
 #define IOGNN_ATTENTION_TILES(T, I)                                                              \
-  template void transformer_tiles_forward<T, I>(const TileAttentionForward<T, I>&);              \
-  template void transformer_tiles_backward<T, I>(const TileAttentionBackward<T, I>&);            \
-  template void gat_tiles_forward<T, I>(const GatTileForward<T, I>&);                            \
-  template void gat_tiles_backward<T, I>(const GatTileBackward<T, I>&);
+  template void tiles_forward<T, I>(const TileAttentionForward<T, I>&);                          \
+  template void tiles_backward<T, I>(const TileAttentionBackward<T, I>&);                        \
+  template void tiles_forward<T, I>(const GatTileForward<T, I>&);                                \
+  template void tiles_backward<T, I>(const GatTileBackward<T, I>&);
 IOGNN_FOR_ALL_TYPES(IOGNN_ATTENTION_TILES)
 
 }  // namespace iognn::cpu

@@ -7,20 +7,18 @@
 
 namespace iognn::cpu {
 
+// The Transformer's and GAT's (kernels/attention_tiles_types.h), one overload per variant.
 // out and lse of every destination row.
 template <typename T, typename index_t>
-void transformer_tiles_forward(const TileAttentionForward<T, index_t>& a);
-
-// delta and grad_query over the forward layout, then grad_key and grad_value over the transposed.
+void tiles_forward(const TileAttentionForward<T, index_t>& a);
 template <typename T, typename index_t>
-void transformer_tiles_backward(const TileAttentionBackward<T, index_t>& a);
+void tiles_forward(const GatTileForward<T, index_t>& a);
 
-// GAT: out and lse of every destination row.
+// delta and the destination rows' gradients (grad_query; grad_a_dst) over the forward layout,
+// then the source rows' (grad_key and grad_value; grad_x and grad_a_src) over the transposed.
 template <typename T, typename index_t>
-void gat_tiles_forward(const GatTileForward<T, index_t>& a);
-
-// delta and grad_a_dst over the forward layout, then grad_x and grad_a_src over the transposed.
+void tiles_backward(const TileAttentionBackward<T, index_t>& a);
 template <typename T, typename index_t>
-void gat_tiles_backward(const GatTileBackward<T, index_t>& a);
+void tiles_backward(const GatTileBackward<T, index_t>& a);
 
 }  // namespace iognn::cpu

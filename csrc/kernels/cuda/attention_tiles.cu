@@ -551,31 +551,31 @@ void run_backward(const typename V<T, I, 16>::Backward& a, cudaStream_t stream,
 }  // namespace
 
 template <typename T, typename I>
-void transformer_tiles_forward(const TileAttentionForward<T, I>& a, cudaStream_t stream) {
+void tiles_forward(const TileAttentionForward<T, I>& a, cudaStream_t stream) {
   run_forward<TransformerTiles, T, I>(a, stream, "transformer_tiles_forward");
 }
 
 template <typename T, typename I>
-void transformer_tiles_backward(const TileAttentionBackward<T, I>& a, cudaStream_t stream) {
+void tiles_backward(const TileAttentionBackward<T, I>& a, cudaStream_t stream) {
   run_backward<TransformerTiles, T, I>(a, stream, "transformer_tiles_query_grad",
                                        "transformer_tiles_key_value_grad");
 }
 
 template <typename T, typename I>
-void gat_tiles_forward(const GatTileForward<T, I>& a, cudaStream_t stream) {
+void tiles_forward(const GatTileForward<T, I>& a, cudaStream_t stream) {
   run_forward<GatTiles, T, I>(a, stream, "gat_tiles_forward");
 }
 
 template <typename T, typename I>
-void gat_tiles_backward(const GatTileBackward<T, I>& a, cudaStream_t stream) {
+void tiles_backward(const GatTileBackward<T, I>& a, cudaStream_t stream) {
   run_backward<GatTiles, T, I>(a, stream, "gat_tiles_dst_grad", "gat_tiles_src_grad");
 }
 
-#define IOGNN_CUDA_ATTENTION_TILES(T, I)                                                          \
-  template void transformer_tiles_forward<T, I>(const TileAttentionForward<T, I>&, cudaStream_t); \
-  template void transformer_tiles_backward<T, I>(const TileAttentionBackward<T, I>&, cudaStream_t); \
-  template void gat_tiles_forward<T, I>(const GatTileForward<T, I>&, cudaStream_t);                 \
-  template void gat_tiles_backward<T, I>(const GatTileBackward<T, I>&, cudaStream_t);
+#define IOGNN_CUDA_ATTENTION_TILES(T, I)                                               \
+  template void tiles_forward<T, I>(const TileAttentionForward<T, I>&, cudaStream_t);    \
+  template void tiles_backward<T, I>(const TileAttentionBackward<T, I>&, cudaStream_t);  \
+  template void tiles_forward<T, I>(const GatTileForward<T, I>&, cudaStream_t);          \
+  template void tiles_backward<T, I>(const GatTileBackward<T, I>&, cudaStream_t);
 IOGNN_CUDA_ATTENTION_TILES(float, int32_t)
 IOGNN_CUDA_ATTENTION_TILES(float, int64_t)
 IOGNN_CUDA_ATTENTION_TILES(half_t, int32_t)

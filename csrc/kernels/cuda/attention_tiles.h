@@ -26,21 +26,18 @@ namespace iognn::cuda {
 // The widest head (C) the kernels take.
 inline constexpr int64_t kTileAttentionMaxChannels = 128;
 
-// T is float (TF32), half_t or bf16_t; a.channels <= kTileAttentionMaxChannels.
+// T is float (TF32), half_t or bf16_t; a.channels <= kTileAttentionMaxChannels. One overload per
+// variant: GAT's scores are computed elementwise from the logits (no score product).
 template <typename T, typename index_t>
-void transformer_tiles_forward(const TileAttentionForward<T, index_t>& a, cudaStream_t stream);
+void tiles_forward(const TileAttentionForward<T, index_t>& a, cudaStream_t stream);
+template <typename T, typename index_t>
+void tiles_forward(const GatTileForward<T, index_t>& a, cudaStream_t stream);
 
-// The dQ kernel (writing delta) over the forward layout, then the dK / dV kernel over the
-// transposed one, in stream order.
+// The destination rows' kernel (writing delta) over the forward layout, then the source rows'
+// kernel over the transposed one, in stream order.
 template <typename T, typename index_t>
-void transformer_tiles_backward(const TileAttentionBackward<T, index_t>& a, cudaStream_t stream);
-
-// GAT: the same kernels with the scores computed elementwise from the logits (no score product).
+void tiles_backward(const TileAttentionBackward<T, index_t>& a, cudaStream_t stream);
 template <typename T, typename index_t>
-void gat_tiles_forward(const GatTileForward<T, index_t>& a, cudaStream_t stream);
-
-// The d alpha_dst kernel (writing delta), then the dx / d alpha_src kernel, in stream order.
-template <typename T, typename index_t>
-void gat_tiles_backward(const GatTileBackward<T, index_t>& a, cudaStream_t stream);
+void tiles_backward(const GatTileBackward<T, index_t>& a, cudaStream_t stream);
 
 }  // namespace iognn::cuda
