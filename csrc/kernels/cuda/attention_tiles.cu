@@ -49,18 +49,19 @@ struct StepBlocks {
   }
 };
 
-// Forward: the window's query rows, the step's key then value rows, the output rows (fp32), then
-// the step blocks.
+// Forward: the window's query rows, the step's key and value rows (gathered together), the output
+// rows (fp32), then the step blocks.
 template <typename T, int Cp>
 struct ForwardStage : StepBlocks<T> {
   using In = typename TileMma<T>::In;
-  In *q, *kv;
+  In *q, *k, *v;
   float* o;
   __host__ __device__ static ForwardStage carve(uintptr_t base) {
     Carve c{base};
     ForwardStage st;
     st.q = c.take<In>(kRows * Cp);
-    st.kv = c.take<In>(kStep * Cp);
+    st.k = c.take<In>(kStep * Cp);
+    st.v = c.take<In>(kStep * Cp);
     st.o = c.take<float>(kRows * Cp);
     st.carve_step(c);
     st.end = c.at;
@@ -122,22 +123,37 @@ __device__ void load_window_rows(int64_t* rows, const I* row_order, int64_t w, i
   }
 }
 
-// cols[k] = the node of column k of the step at tile t (tiles t, t + 1), -1 for padding and for
-// a second tile past the window's last.
-template <typename I>
-__device__ void load_step_cols(int64_t* cols, const I* tile_cols, int64_t t, int64_t te,
-                               int lane) {
-  if (lane < kStep) {
-    const int64_t tile = t + lane / int(kTileCols);
-    cols[lane] = tile < te ? int64_t(tile_cols[tile * kTileCols + lane % int(kTileCols)]) : -1;
-  }
-}
-
-// dst [16][Cp] = head h of the nodes ids[0..15] of src, 0 past C and for the id -1.
+// dst [16][Cp] = head h of the nodes ids[0..15] of src, 0 past C and for the id -1. Rows are
+// gathered 16 bytes a lane when every head starts 16-byte aligned (the usual contiguous
+// [N, H, C] with C a multiple of 16 / sizeof(T)), else one element a lane.
 template <typename T, int Cp>
 __device__ void stage_rows(typename TileMma<T>::In* dst, const int64_t* ids, NodeRows<T> src,
                            int64_t h, int64_t C, int lane) {
   using M = TileMma<T>;
+  using In = typename M::In;
+  constexpr int V = kVec<T>;
+  static_assert(Cp % V == 0 && sizeof(In) == sizeof(T), "a row is whole packs of its bits");
+  const bool packed = reinterpret_cast<uintptr_t>(src.data) % 16 == 0 &&
+                      src.row_stride % V == 0 && C % V == 0;
+  if (packed) {
+    constexpr int kPerRow = Cp / V, kPacks = kRows * kPerRow;
+    static_assert(kPacks % 32 == 0, "whole packs for every lane");
+#pragma unroll
+    for (int j = 0; j < kPacks / 32; ++j) {
+      const int e = lane + 32 * j;
+      const int r = e / kPerRow, c = (e % kPerRow) * V;
+      const int64_t n = ids[r];
+      Pack<T, V> p;
+      if (n >= 0 && c < C) {
+        p = load_pack<T, V>(src.at(n, h, C) + c);
+      } else {
+#pragma unroll
+        for (int u = 0; u < V; ++u) p.v[u] = T{};
+      }
+      store_pack<T, V>(reinterpret_cast<T*>(dst) + r * Cp + c, p);  // the operand's bits
+    }
+    return;
+  }
   for (int e = lane; e < kRows * Cp; e += 32) {
     const int r = e / Cp, c = e % Cp;
     const int64_t n = ids[r];
@@ -145,13 +161,29 @@ __device__ void stage_rows(typename TileMma<T>::In* dst, const int64_t* ids, Nod
   }
 }
 
-// The counts of row r in the tile a lane owns (0 past the window or for a row past the last).
-__device__ void load_counts(float (&cnt)[kTileCols], const float* counts, int64_t tile,
-                            int64_t te, int r, bool row_ok) {
-  const bool ok = row_ok && tile < te;
+// A lane's run in a 16 x 16 step block: the 8 entries of row r in tile `half` of the step, moved
+// 16 bytes at a time (a run is 16-byte aligned): one access per entry would put the 32 lanes'
+// runs, 16 entries apart, in 8-way shared-memory bank conflicts.
+__device__ void load_run(float (&v)[kTileCols], const float* block, int r, int half) {
+  const float4* p = reinterpret_cast<const float4*>(block + r * kStep + half * int(kTileCols));
+  const float4 a = p[0], b = p[1];
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
+template <typename T>
+__device__ void store_run(typename TileMma<T>::In* block, int r, int half,
+                          const float (&v)[kTileCols]) {
+  using M = TileMma<T>;
+  using In = typename M::In;
+  constexpr int V = int(16 / sizeof(In));
+  In* run = block + r * kStep + half * int(kTileCols);
 #pragma unroll
-  for (int c = 0; c < int(kTileCols); ++c)
-    cnt[c] = ok ? counts[(tile * kTileRows + r) * kTileCols + c] : 0.0f;
+  for (int u = 0; u < int(kTileCols); u += V) {
+    Pack<In, V> pk;
+#pragma unroll
+    for (int c = 0; c < V; ++c) pk.v[c] = M::from_float(v[u + c]);
+    store_pack<In, V>(run + u, pk);
+  }
 }
 
 template <typename T>
@@ -185,6 +217,31 @@ struct WarpTask {
   }
 };
 
+// What a lane loads for the step at tile t (tiles t, t + 1), one step ahead so that the step
+// waits only for its row gathers: `col`, the node of column `lane` of the step (lanes < kStep;
+// -1 for padding and for a second tile past the window's last), and `cnt`, the counts of the
+// lane's row r in its tile t + half (0 past the window or for a row past the last).
+struct StepFetch {
+  int64_t col;
+  float cnt[kTileCols];
+  template <typename I>
+  __device__ void load(const I* tile_cols, const float* counts, int64_t t, int64_t te,
+                       const WarpTask& task, bool row_ok) {
+    const int64_t tile = t + task.lane / int(kTileCols);
+    col = task.lane < kStep && tile < te
+              ? int64_t(__ldg(tile_cols + tile * kTileCols + task.lane % int(kTileCols)))
+              : -1;
+    const bool ok = row_ok && t + task.half < te;
+    const float* c0 = counts + ((t + task.half) * kTileRows + task.r) * kTileCols;
+#pragma unroll
+    for (int c = 0; c < int(kTileCols); ++c) cnt[c] = ok ? __ldg(c0 + c) : 0.0f;
+  }
+  // The step's column ids into cols (the warp synchronises before reading them).
+  __device__ void publish(int64_t* cols, int lane) const {
+    if (lane < kStep) cols[lane] = col;
+  }
+};
+
 // Writes scale * acc[n] (fp32, through st.out) to the window's rows of dst [*, H, C].
 template <typename T, int Cp, class Stage>
 __device__ void store_rows(const Stage& st, Accum<T> (&acc)[Cp / 16], float scale, T* dst,
@@ -202,12 +259,14 @@ __device__ void store_rows(const Stage& st, Accum<T> (&acc)[Cp / 16], float scal
 
 // What a variant adds to the kernels below: its scores and the rows they come from. A variant
 // V<T, I, Cp> names its Forward and Backward arguments and gives, per warp, the objects
-//   Fwd(a, h, C): score(s) (the score of st.s's entry s), values() (the value rows),
-//                 begin(st, lane, r) (the window's rows), step(st, lane, r, half) (st.s for the
-//                 step, once its columns are loaded)
-//   Bwd<kKeys>(a, h, C): score(s), begin, step (st.s and st.dp = b y^T), add(st, k, ds) (slot
-//                 k's share of the rows' own gradient), multiply(st, acc_x, n) (per step and 16
-//                 channels n, after the dS and P blocks), store(st, acc_x, acc_y, task) (the rows' gradients)
+//   Fwd(a, h, C): score(s) (the score of st.s's entry s), values() (the value rows, which the
+//                 kernel gathers into st.v with the step's columns), begin(st, lane, r) (the
+//                 window's rows), step(st, lane, r, half) (st.s for the step, once its columns
+//                 are loaded)
+//   Bwd<kKeys>(a, h, C): score(s), begin, step (st.s and st.dp = b y^T), add(st, r, half, s, ds)
+//                 (the lane's run of st.s entries and their dS: their share of the rows' own
+//                 gradient), multiply(st, acc_x, n) (per step and 16 channels n, after the dS and
+//                 P blocks), store(st, acc_x, acc_y, task) (the rows' gradients)
 // The shared kernels own the counts, the softmax, delta, P, dS and dV = P^T dO.
 
 // The Transformer: S = Q K^T (score scale s), dP = dO V^T; dQ = scale dS K (rows: destinations),
@@ -229,9 +288,9 @@ struct TransformerTiles {
       stage_rows<T, Cp>(st.q, st.rows, a.query, h, C, lane);
     }
     __device__ void step(const ForwardStage<T, Cp>& st, int lane, int, int) const {
-      stage_rows<T, Cp>(st.kv, st.cols, a.key, h, C, lane);
+      stage_rows<T, Cp>(st.k, st.cols, a.key, h, C, lane);
       __syncwarp();
-      score_block<T, Cp>(st.q, st.kv, st.s);
+      score_block<T, Cp>(st.q, st.k, st.s);
       __syncwarp();
     }
   };
@@ -257,8 +316,9 @@ struct TransformerTiles {
       score_block<T, Cp>(st.b, st.y, st.dp);
       __syncwarp();
     }
-    __device__ void add(const BackwardStage<T, Cp>& st, int k, float ds) const {
-      st.ds[k] = TileMma<T>::from_float(ds);
+    __device__ void add(const BackwardStage<T, Cp>& st, int r, int half,
+                        const float (&)[kTileCols], const float (&ds)[kTileCols]) const {
+      store_run<T>(st.ds, r, half, ds);
     }
     __device__ void multiply(const BackwardStage<T, Cp>& st, Accum<T> (&acc_x)[Cp / 16],
                              int n) const {
@@ -337,8 +397,10 @@ struct GatTiles {
       score_block<T, Cp>(st.b, st.y, st.dp);
       __syncwarp();
     }
-    __device__ void add(const BackwardStage<T, Cp>& st, int k, float ds) {
-      row_sum += ds * this->grad(st.s[k]);
+    __device__ void add(const BackwardStage<T, Cp>&, int, int, const float (&s)[kTileCols],
+                        const float (&ds)[kTileCols]) {
+#pragma unroll
+      for (int c = 0; c < int(kTileCols); ++c) row_sum += ds[c] * this->grad(s[c]);
     }
     __device__ void multiply(const BackwardStage<T, Cp>&, Accum<T> (&)[Cp / 16], int) const {}
     __device__ void store(const BackwardStage<T, Cp>& st, Accum<T> (&)[Cp / 16],
@@ -372,44 +434,55 @@ __global__ void __launch_bounds__(kWarps * 32)
   const bool row_ok = st.rows[r] >= 0;
   float m = -INFINITY, l = 0.0f;  // the row's running max and sum (the same in both lanes)
   const int64_t tb = L.window_ptr[task.w], te = L.window_ptr[task.w + 1];
+  StepFetch next;
+  if (tb < te) next.load(L.tile_cols, L.counts, tb, te, task, row_ok);
   for (int64_t t = tb; t < te; t += 2) {
-    load_step_cols(st.cols, L.tile_cols, t, te, lane);
+    const StepFetch cur = next;
+    if (t + 2 < te) next.load(L.tile_cols, L.counts, t + 2, te, task, row_ok);
+    cur.publish(st.cols, lane);
     __syncwarp();
+    stage_rows<T, Cp>(st.v, st.cols, scores.values(), h, C, lane);
     scores.step(st, lane, r, half);
-    float cnt[kTileCols];
-    load_counts(cnt, L.counts, t + half, te, r, row_ok);
-    const float* srow = st.s + r * kStep + half * int(kTileCols);
+    const float(&cnt)[kTileCols] = cur.cnt;
+    float sv[kTileCols];
+    load_run(sv, st.s, r, half);
     float tmax = -INFINITY;
 #pragma unroll
-    for (int c = 0; c < int(kTileCols); ++c)
-      if (cnt[c] != 0.0f) tmax = fmaxf(tmax, scores.score(srow[c]));
+    for (int c = 0; c < int(kTileCols); ++c) {
+      sv[c] = scores.score(sv[c]);
+      if (cnt[c] != 0.0f) tmax = fmaxf(tmax, sv[c]);
+    }
     tmax = fmaxf(tmax, __shfl_xor_sync(kFull, tmax, 1));
-    float f = 1.0f;
+    float f = 1.0f;        // the factor of the row's sum and output so far
+    bool rescale = false;  // not while m is -inf: the sum and output are still 0
     if (tmax > m) {
-      f = m == -INFINITY ? 0.0f : expf(m - tmax);
+      rescale = m != -INFINITY;
+      f = rescale ? expf(m - tmax) : 0.0f;
       m = tmax;
     }
     float psum = 0.0f;
-    typename M::In* prow = st.p + r * kStep + half * int(kTileCols);
 #pragma unroll
     for (int c = 0; c < int(kTileCols); ++c) {
-      const float p = cnt[c] != 0.0f ? cnt[c] * expf(scores.score(srow[c]) - m) : 0.0f;
-      psum += p;
-      prow[c] = M::from_float(p);
+      sv[c] = cnt[c] != 0.0f ? cnt[c] * expf(sv[c] - m) : 0.0f;
+      psum += sv[c];
     }
+    store_run<T>(st.p, r, half, sv);
     l = l * f + (psum + __shfl_xor_sync(kFull, psum, 1));
-    if (f != 1.0f) {
-      float* orow = st.o + r * Cp + half * (Cp / 2);
-      for (int c = 0; c < Cp / 2; ++c) orow[c] *= f;
+    if (rescale) {
+      float4* orow = reinterpret_cast<float4*>(st.o + r * Cp + half * (Cp / 2));
+#pragma unroll
+      for (int c = 0; c < Cp / 8; ++c) {
+        float4 o = orow[c];
+        o.x *= f, o.y *= f, o.z *= f, o.w *= f;
+        orow[c] = o;
+      }
     }
-    __syncwarp();
-    stage_rows<T, Cp>(st.kv, st.cols, scores.values(), h, C, lane);  // (replacing any keys)
     __syncwarp();
 #pragma unroll
     for (int n = 0; n < NF; ++n) {
       Accum<T> o;
       wmma::load_matrix_sync(o, st.o + n * 16, Cp, wmma::mem_row_major);
-      mma_block<T, wmma::row_major, kStep>(o, st.p, kStep, st.kv + n * 16, Cp);
+      mma_block<T, wmma::row_major, kStep>(o, st.p, kStep, st.v + n * 16, Cp);
       wmma::store_matrix_sync(st.o + n * 16, o, Cp, wmma::mem_row_major);
     }
     __syncwarp();
@@ -462,29 +535,35 @@ __global__ void __launch_bounds__(kWarps * 32)
     wmma::fill_fragment(acc_y[n], 0.0f);
   }
   const int64_t tb = L.window_ptr[task.w], te = L.window_ptr[task.w + 1];
+  StepFetch next;
+  if (tb < te) next.load(L.tile_cols, L.counts, tb, te, task, row >= 0);
   for (int64_t t = tb; t < te; t += 2) {
-    load_step_cols(st.cols, L.tile_cols, t, te, lane);
+    const StepFetch cur = next;
+    if (t + 2 < te) next.load(L.tile_cols, L.counts, t + 2, te, task, row >= 0);
+    cur.publish(st.cols, lane);
     __syncwarp();
     if constexpr (kKeys) {
       if (lane < kStep) {
-        const int64_t i = st.cols[lane];
+        const int64_t i = cur.col;
         st.col_lse[lane] = i >= 0 ? a.lse[i * H + h] : 0.0f;
         st.col_delta[lane] = i >= 0 ? a.delta[i * H + h] : 0.0f;
       }
     }
     scores.step(st, lane, r, half);
-    float cnt[kTileCols];
-    load_counts(cnt, L.counts, t + half, te, r, row >= 0);
-    const int k0 = r * kStep + half * int(kTileCols);
+    const float(&cnt)[kTileCols] = cur.cnt;
+    float sv[kTileCols], pv[kTileCols], dv[kTileCols];  // the run's entries of st.s, P, dP -> dS
+    load_run(sv, st.s, r, half);
+    load_run(dv, st.dp, r, half);
 #pragma unroll
     for (int c = 0; c < int(kTileCols); ++c) {
       const int col = half * int(kTileCols) + c;
       const float lse = kKeys ? st.col_lse[col] : row_lse;
       const float delta = kKeys ? st.col_delta[col] : row_delta;
-      const float p = cnt[c] != 0.0f ? cnt[c] * expf(scores.score(st.s[k0 + c]) - lse) : 0.0f;
-      if constexpr (kKeys) st.p[k0 + c] = M::from_float(p);
-      scores.add(st, k0 + c, p * (st.dp[k0 + c] - delta));
+      pv[c] = cnt[c] != 0.0f ? cnt[c] * expf(scores.score(sv[c]) - lse) : 0.0f;
+      dv[c] = pv[c] * (dv[c] - delta);
     }
+    if constexpr (kKeys) store_run<T>(st.p, r, half, pv);
+    scores.add(st, r, half, sv, dv);
     __syncwarp();
 #pragma unroll
     for (int n = 0; n < NF; ++n) {
