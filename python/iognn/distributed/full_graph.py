@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -45,8 +45,11 @@ from ..nn.conv.sage_conv import SAGEConv
 from ..ops._checks import acc_dtype
 from ..ops.attention import gat_attention
 from ..ops.propagate import propagate
-from .halo import ExchangePlan, halo_exchange
+from .halo import ExchangePlan, PendingExchange, halo_exchange, start_halo_exchange
 from .launch import all_reduce_values
+
+# HaloConv's overlap when none is given (distribute, iognn train --nproc, the bench).
+OVERLAP = False
 
 
 class DistributedGraph:
@@ -71,9 +74,12 @@ class DistributedGraph:
         self.plan = ExchangePlan.from_local(
             local, device if device is not None else local.edge_index.device)
         self.num_owned = local.num_owned
+        self.num_interior = local.num_interior
         self.num_sources = local.num_owned + local.num_halo
         self.edge_index = local.edge_index
         self._graphs = {}
+        self._blocks = {}
+        self._inv_sqrt_degrees = {}
         self.graph = self.with_loops(SelfLoops.KEEP)
 
     @property
@@ -88,26 +94,54 @@ class DistributedGraph:
                                         (self.num_sources, self.num_owned), loops)
         return self._graphs[loops]
 
+    def row_blocks(self, loops: SelfLoops) -> Tuple[Graph, Graph]:
+        """The local Graph split by destination, with the self-loop mode ``loops``, built once
+        per mode: the **interior** block (destinations ``[0, num_interior)``, sources the owned
+        rows only: it reads no halo row) and the **boundary** block (destinations
+        ``[num_interior, num_owned)`` numbered from 0, sources owned + halo). Each destination
+        keeps its in-edges in the local Graph's order, so a block's rows aggregate as the whole
+        graph's do."""
+        if loops not in self._blocks:
+            edges = self.edge_index.to(self.device)
+            self._blocks[loops] = (
+                _row_block(edges, 0, self.num_interior, self.num_owned, loops),
+                _row_block(edges, self.num_interior, self.num_owned, self.num_sources, loops))
+        return self._blocks[loops]
+
     def exchange(self, x: Tensor) -> Tensor:
         """``[num_owned, ...]`` -> ``[num_owned + num_halo, ...]`` (:func:`halo_exchange`)."""
         return halo_exchange(x, self.plan, self.group)
 
-    def gcn_weights(self, add_self_loops: bool, dtype: torch.dtype):
-        """GCN's graph (with PyG's remaining self-loops on the owned nodes) and its normalised
-        edge weights (augmented order) from the global degrees, computed once per setting and
-        dtype."""
-        def compute():
+    def start_exchange(self, x: Tensor) -> PendingExchange:
+        """:meth:`exchange`, started (:func:`start_halo_exchange`)."""
+        return start_halo_exchange(x, self.plan, self.group)
+
+    def gcn_degrees(self, add_self_loops: bool, dtype: torch.dtype) -> Tensor:
+        """``deg^-1/2`` of every local node (owned then halo) from its global GCN degree. The
+        first call per setting and dtype exchanges the owned nodes' degrees (a collective: every
+        rank makes it); kept here, never evicted, so that no rank repeats it alone."""
+        key = (add_self_loops, dtype)
+        if key not in self._inv_sqrt_degrees:
             graph = self.with_loops(SelfLoops.ADD_REMAINING if add_self_loops
                                     else SelfLoops.KEEP)
             ones = torch.ones(self.num_sources, 1, dtype=dtype, device=self.device)
             owned = propagate(graph, ones).view(-1, 1)
             with torch.no_grad():
                 degree = self.exchange(owned).view(-1)
-            inv_sqrt = degree.pow(-0.5).masked_fill(degree == 0, 0.0)
+            self._inv_sqrt_degrees[key] = degree.pow(-0.5).masked_fill(degree == 0, 0.0)
+        return self._inv_sqrt_degrees[key]
+
+    def gcn_weights(self, graph: Graph, first: int, add_self_loops: bool,
+                    dtype: torch.dtype) -> Tensor:
+        """GCN's normalised edge weights (augmented order) of ``graph``: the local Graph
+        (``first = 0``) or a row block whose destination 0 is local node ``first``, with the
+        self-loop mode of ``add_self_loops``; after :meth:`gcn_degrees`."""
+        def compute():
+            inv_sqrt = self.gcn_degrees(add_self_loops, dtype)
             # gcn_norm's deg(j)^-1/2 * 1 * deg(i)^-1/2, per CSR position, put in augmented order
-            csr = inv_sqrt[graph.col.long()] * inv_sqrt[graph.csr_dst.long()]
-            return graph, torch.empty_like(csr).index_put_((graph.eid.long(),), csr)
-        return cached_on(self.graph, ("gcn", add_self_loops, dtype), compute)
+            csr = inv_sqrt[graph.col.long()] * inv_sqrt[graph.csr_dst.long() + first]
+            return torch.empty_like(csr).index_put_((graph.eid.long(),), csr)
+        return cached_on(graph, ("gcn", add_self_loops, dtype), compute)
 
     def __repr__(self) -> str:
         return (f"DistributedGraph(rank={self.plan.rank}, world_size={self.plan.world_size}, "
@@ -121,21 +155,22 @@ class HaloConv(torch.nn.Module):
     each layer exchanges). ``edge_index`` may be passed for a drop-in call (``conv(x,
     edge_index)``): it must be the local graph's ``edge_index``; the layer runs on the prepared
     local Graph either way. Edge features / weights are not supported.
+
+    ``overlap`` (default :data:`OVERLAP`): start the exchange, compute the interior rows (which
+    read no halo row) while it runs, then wait and compute the boundary rows; without it the
+    exchange completes before the layer runs on the whole local graph. Same rows either way.
     """
 
-    def __init__(self, conv: torch.nn.Module, graph: DistributedGraph):
+    def __init__(self, conv: torch.nn.Module, graph: DistributedGraph,
+                 overlap: Optional[bool] = None):
         super().__init__()
         if not isinstance(conv, MessagePassingModule):
             raise TypeError(f"HaloConv wraps iognn layers (iognn.nn), got {type(conv).__name__}")
         self.conv = conv
         self.graph = graph
+        self.overlap = OVERLAP if overlap is None else bool(overlap)
         self.row_bytes = 0  # the last forward's exchanged row (bytes) and whether its
         self.sends_gradient = False  # backward sends the halo gradients back
-
-    def _exchange(self, rows: Tensor) -> Tensor:
-        self.row_bytes = math.prod(rows.shape[1:]) * rows.element_size()
-        self.sends_gradient = rows.requires_grad
-        return self.graph.exchange(rows)
 
     def forward(self, x: Tensor, edge_index: Optional[Tensor] = None, *args, **kwargs) -> Tensor:
         name = type(self.conv).__name__
@@ -155,21 +190,48 @@ class HaloConv(torch.nn.Module):
             return self._gat(x)
         if isinstance(self.conv, SAGEConv) and self._sage_projects_first(x):
             return self._sage_projected(x)
-        return self.conv((self._exchange(x), x), self.graph.graph)
+        # a layer that adds self-loops itself (GATv2Conv) takes the blocks with GAT's loops
+        loops = SelfLoops.REPLACE if getattr(self.conv, "add_self_loops", False) \
+            else SelfLoops.KEEP
+        return self._rows(x, loops, lambda graph, sources, dst: self.conv((sources, x[dst]),
+                                                                          graph))
+
+    def _rows(self, rows: Tensor, loops: SelfLoops, block) -> Tensor:
+        """The layer's output rows, given the rows it exchanges (``rows``, owned) and
+        ``block(graph, sources, dst)``: the output rows of the local destinations ``dst`` (a
+        slice) over ``graph`` (with ``loops``) whose sources are ``sources``. Overlapped: the
+        interior block over the owned rows while the exchange runs, then the boundary block."""
+        self.row_bytes = math.prod(rows.shape[1:]) * rows.element_size()
+        self.sends_gradient = rows.requires_grad
+        graph = self.graph
+        if not self.overlap or graph.plan.world_size == 1:
+            return block(graph.with_loops(loops), graph.exchange(rows),
+                         slice(0, graph.num_owned))
+        pending = graph.start_exchange(rows)
+        interior, boundary = graph.row_blocks(loops)
+        first = block(interior, rows, slice(0, graph.num_interior))
+        return torch.cat([first, block(boundary, pending.wait(),
+                                       slice(graph.num_interior, graph.num_owned))])
 
     def _gcn(self, x: Tensor) -> Tensor:
         conv = self.conv
         # a weighted sum or mean is linear, so the narrower of x and lin(x) crosses the ranks
         aggregate_first = (_is_linear(conv.aggr_module) and x.dim() == 2
                            and x.size(1) < conv.out_channels)
-        rows = self._exchange(x if aggregate_first else conv.lin(x))
-        graph, weight = self.graph.graph, None
-        if conv.normalize:
-            graph, weight = self.graph.gcn_weights(conv.add_self_loops, acc_dtype(x.dtype))
-        if not aggregate_first:
-            return aggregate_weighted(conv.aggr_module, graph, rows, weight, conv.bias, 0)
-        out = conv.lin(aggregate_weighted(conv.aggr_module, graph, rows, weight, None, 0))
-        return out if conv.bias is None else out + like(conv.bias, out)
+        dtype = acc_dtype(x.dtype)
+        if conv.normalize:  # its first call exchanges the degrees: before the layer's exchange
+            self.graph.gcn_degrees(conv.add_self_loops, dtype)
+        loops = SelfLoops.ADD_REMAINING if conv.normalize and conv.add_self_loops \
+            else SelfLoops.KEEP
+
+        def block(graph, sources, dst):
+            weight = (self.graph.gcn_weights(graph, dst.start, conv.add_self_loops, dtype)
+                      if conv.normalize else None)
+            if not aggregate_first:
+                return aggregate_weighted(conv.aggr_module, graph, sources, weight, conv.bias, 0)
+            out = conv.lin(aggregate_weighted(conv.aggr_module, graph, sources, weight, None, 0))
+            return out if conv.bias is None else out + like(conv.bias, out)
+        return self._rows(x if aggregate_first else conv.lin(x), loops, block)
 
     def _sage_projects_first(self, x: Tensor) -> bool:
         """Whether SAGEConv's ``lin_l`` may run before the aggregation (a sum or mean of the
@@ -184,12 +246,13 @@ class HaloConv(torch.nn.Module):
         """SAGEConv as ``aggr(x_j W_l) + b_l + lin_r(x_i)``: the exchange moves ``x W_l``
         (``lin_l``'s forward hooks, if any, do not run on this path)."""
         conv = self.conv
-        rows = self._exchange(F.linear(x, conv.lin_l.weight))
-        out = aggregate_weighted(conv.aggr_module, self.graph.graph, rows, None,
-                                 conv.lin_l.bias, 0)
-        if conv.root_weight:
-            out = out + conv.lin_r(x)
-        return F.normalize(out, p=2.0, dim=-1) if conv.normalize else out
+
+        def block(graph, sources, dst):
+            out = aggregate_weighted(conv.aggr_module, graph, sources, None, conv.lin_l.bias, 0)
+            if conv.root_weight:
+                out = out + conv.lin_r(x[dst])
+            return F.normalize(out, p=2.0, dim=-1) if conv.normalize else out
+        return self._rows(F.linear(x, conv.lin_l.weight), SelfLoops.KEEP, block)
 
     def _gat(self, x: Tensor) -> Tensor:
         conv = self.conv
@@ -200,19 +263,44 @@ class HaloConv(torch.nn.Module):
         heads, width = conv.heads, conv.heads * conv.out_channels
         res = conv.res(x) if conv.res is not None else None
         h, _, alpha_src, alpha_dst = conv._project(x, x)
-        sources = self._exchange(torch.cat([h.reshape(-1, width), alpha_src], dim=1))
-        h_all, alpha_all = sources.split([width, heads], dim=1)
-        graph = self.graph.with_loops(SelfLoops.REPLACE if conv.add_self_loops
-                                      else SelfLoops.KEEP)
-        adj = structural_adjacency("GATConv", graph, self.graph.num_sources,
-                                   self.graph.num_owned, conv.add_self_loops)
-        out = gat_attention(adj.graph, h_all.view(-1, heads, conv.out_channels), alpha_all,
-                            alpha_dst, negative_slope=conv.negative_slope,
-                            dropout=conv.dropout if conv.training else 0.0)
-        return conv._output(out, None, res, adj, self.graph.graph)
+
+        def block(graph, sources, dst):
+            h_src, alpha = sources.split([width, heads], dim=1)
+            adj = structural_adjacency("GATConv", graph, graph.num_src_nodes,
+                                       graph.num_dst_nodes, conv.add_self_loops)
+            out = gat_attention(adj.graph, h_src.view(-1, heads, conv.out_channels), alpha,
+                                alpha_dst[dst], negative_slope=conv.negative_slope,
+                                dropout=conv.dropout if conv.training else 0.0)
+            return conv._output(out, None, None if res is None else res[dst], adj, graph)
+        return self._rows(torch.cat([h.reshape(-1, width), alpha_src], dim=1),
+                          SelfLoops.REPLACE if conv.add_self_loops else SelfLoops.KEEP, block)
 
     def extra_repr(self) -> str:
-        return f"rank={self.graph.plan.rank}, world_size={self.graph.plan.world_size}"
+        return (f"rank={self.graph.plan.rank}, world_size={self.graph.plan.world_size}, "
+                f"overlap={self.overlap}")
+
+
+def _row_block(edge_index: Tensor, first: int, last: int, num_sources: int,
+               loops: SelfLoops) -> Graph:
+    """The Graph of the local destinations ``[first, last)`` (numbered from 0) over the first
+    ``num_sources`` local nodes; ``edge_index`` is sorted by destination, so their edges are one
+    slice. With self-loops, the edges are what Graph builds for the whole local graph: the
+    non-loop edges in order, then one loop per destination, from its own row ``first + j``.
+    Graph's modes would put that loop at source ``j``, so the loops are given as edges and the
+    Graph is marked with the mode (``edge_graph`` then takes it as built with the layer's
+    loops)."""
+    bounds = torch.tensor([first, last], dtype=edge_index.dtype, device=edge_index.device)
+    lo, hi = torch.searchsorted(edge_index[1], bounds).tolist()
+    src, dst = edge_index[0, lo:hi], edge_index[1, lo:hi] - first
+    num_dst = last - first
+    if loops != SelfLoops.KEEP:
+        kept = src != dst + first
+        own = torch.arange(num_dst, dtype=src.dtype, device=src.device)
+        src, dst = torch.cat([src[kept], own + first]), torch.cat([dst[kept], own])
+    graph = Graph(torch.stack([src, dst]), (num_sources, num_dst))
+    if loops != SelfLoops.KEEP:
+        graph.self_loops, graph.num_loops = loops, num_dst
+    return graph
 
 
 def _is_linear(aggr_module) -> bool:
@@ -220,17 +308,18 @@ def _is_linear(aggr_module) -> bool:
     return type(aggr_module) in (SumAggregation, MeanAggregation)
 
 
-def distribute(model: torch.nn.Module, graph: DistributedGraph) -> torch.nn.Module:
+def distribute(model: torch.nn.Module, graph: DistributedGraph,
+               overlap: Optional[bool] = None) -> torch.nn.Module:
     """Wraps every iognn layer of ``model`` (its submodules, at any depth; ``model`` itself if it
     is one) in a :class:`HaloConv` on ``graph``, in place, and returns the model. Parameters are
     kept (a state_dict key ``conv1.lin.weight`` becomes ``conv1.conv.lin.weight``): load weights
-    before distributing."""
+    before distributing. ``overlap``: see :class:`HaloConv` (None: :data:`OVERLAP`)."""
     if isinstance(model, MessagePassingModule):
-        return HaloConv(model, graph)
+        return HaloConv(model, graph, overlap)
     for name, child in list(model.named_children()):
         if isinstance(child, HaloConv):
             continue
-        setattr(model, name, distribute(child, graph))
+        setattr(model, name, distribute(child, graph, overlap))
     return model
 
 

@@ -8,6 +8,10 @@ unchanged. Backward sends the halo rows' gradients back to their owners, which a
 they sent with iognn's propagate over a small fixed Graph: a deterministic segment sum whose order
 (contributions by rank ascending, the owner's own gradient at its rank's place) is the order a
 one-process gather's backward accumulates in.
+
+``start_halo_exchange(x, plan)`` starts the same exchange and returns at once; its ``wait()``
+gives the rows. Work queued in between (a layer's interior rows, which read no halo row) overlaps
+the collective, and in backward the gradients' way back overlaps the backward of that work.
 """
 from __future__ import annotations
 
@@ -104,41 +108,120 @@ class ExchangePlan:
 
 
 def _all_to_all_rows(rows: Tensor, out: Tensor, out_counts: List[int], in_counts: List[int],
-                     group) -> Tensor:
-    """``rows`` ``[sum(in_counts), ...]`` scattered to the ranks by ``in_counts``; the rows
-    received, grouped by sending rank (``out_counts``), are written into ``out`` (contiguous,
-    same trailing shape and dtype), which is returned. Moves bytes."""
+                     group, flight: "_Flight"):
+    """Starts sending ``rows`` ``[sum(in_counts), ...]`` to the ranks by ``in_counts``; the rows
+    received, grouped by sending rank (``out_counts``), land in ``out`` (contiguous, same trailing
+    shape and dtype) once ``flight.wait()`` returns. Moves bytes. ``flight`` keeps both buffers
+    alive while the collective runs."""
     def as_bytes(t: Tensor) -> Tensor:
         return t.view(t.size(0), math.prod(t.shape[1:])).view(torch.uint8)
-    dist.all_to_all_single(as_bytes(out), as_bytes(rows.contiguous()), out_counts, in_counts,
-                           group=group)
-    return out
+    rows = rows.contiguous()
+    flight.buffers = (rows, out)
+    flight.work = dist.all_to_all_single(as_bytes(out), as_bytes(rows), out_counts, in_counts,
+                                         group=group, async_op=True)
 
 
-class _HaloExchange(torch.autograd.Function):
+class _Flight:
+    """One exchange shared by its two autograd nodes: the collective in flight (forward: the
+    halo rows; backward: their gradients going back) and, in backward, the rows received."""
+
+    def __init__(self, plan: ExchangePlan, group):
+        self.plan, self.group = plan, group
+        self.work = self.buffers = self.received = None
+
+    def wait(self) -> None:
+        """Orders the current stream after the collective (NCCL: the host does not wait; gloo:
+        it does) and lets its buffers go."""
+        self.work.wait()
+        self.work = self.buffers = None
+
+
+class _HaloStart(torch.autograd.Function):
+    """``x`` -> the rows ``[owned; halo]`` whose halo part is still arriving (read them only
+    through :class:`_HaloWait`). Backward: waits for the gradients coming back and sums them into
+    the rows sent, in the fixed order of :meth:`ExchangePlan.gather_back`."""
+
     @staticmethod
-    def forward(ctx, x: Tensor, plan: ExchangePlan, group):
-        ctx.plan, ctx.group = plan, group
+    def forward(ctx, x: Tensor, flight: _Flight):
+        ctx.flight, plan = flight, flight.plan
         sent = x.index_select(0, plan.send_index)
         plan.bytes_sent += sent.numel() * sent.element_size()
         rows = x.new_empty((plan.num_owned + plan.num_halo,) + x.shape[1:])
         rows[:plan.num_owned] = x
-        _all_to_all_rows(sent, rows[plan.num_owned:], plan.recv_counts, plan.send_counts, group)
+        _all_to_all_rows(sent, rows[plan.num_owned:], plan.recv_counts, plan.send_counts,
+                         flight.group, flight)
         return rows
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad: Tensor):
-        plan = ctx.plan
-        own, halo = grad[:plan.num_owned], grad[plan.num_owned:]
-        plan.bytes_sent += halo.numel() * halo.element_size()
-        back = _all_to_all_rows(halo, halo.new_empty((plan.num_sent,) + halo.shape[1:]),
-                                plan.send_counts, plan.recv_counts, ctx.group)
-        before = plan.own_position
+        flight = ctx.flight
+        plan = flight.plan
+        flight.wait()
+        back, flight.received = flight.received, None
+        own, before = grad[:plan.num_owned], plan.own_position
         rows = torch.cat([back[:before], own, back[before:]])
         width = math.prod(rows.shape[1:])
         summed = propagate(plan.gather_back(), rows.reshape(rows.size(0), width))
-        return summed.view(own.shape), None, None
+        return summed.view(own.shape), None
+
+
+class _HaloWait(torch.autograd.Function):
+    """Waits for :class:`_HaloStart`'s rows. Backward: starts sending the halo rows' gradients
+    back to their owners and returns at once; the owners' sum waits in ``_HaloStart``'s backward,
+    which autograd runs after the nodes recorded between the two (their backward overlaps the
+    collective)."""
+
+    @staticmethod
+    def forward(ctx, rows: Tensor, flight: _Flight):
+        ctx.flight = flight
+        flight.wait()
+        return rows
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor):
+        flight = ctx.flight
+        plan = flight.plan
+        halo = grad[plan.num_owned:]
+        plan.bytes_sent += halo.numel() * halo.element_size()
+        flight.received = halo.new_empty((plan.num_sent,) + halo.shape[1:])
+        _all_to_all_rows(halo, flight.received, plan.send_counts, plan.recv_counts,
+                         flight.group, flight)
+        return grad, None
+
+
+class PendingExchange:
+    """A halo exchange in flight (:func:`start_halo_exchange`): :meth:`wait` returns its rows."""
+
+    def __init__(self, rows: Tensor, flight: Optional[_Flight]):
+        self._rows, self._flight = rows, flight
+
+    def wait(self) -> Tensor:
+        """``[num_owned + num_halo, ...]``: the owned rows, then the halo rows. Call it once, on
+        every rank (NCCL: only the current stream waits)."""
+        if self._flight is None:
+            return self._rows
+        rows, flight, self._rows, self._flight = self._rows, self._flight, None, None
+        return _HaloWait.apply(rows, flight)
+
+
+def start_halo_exchange(x: Tensor, plan: ExchangePlan, group=None) -> PendingExchange:
+    """Starts :func:`halo_exchange` and returns at once: work queued before :meth:`PendingExchange.wait`
+    overlaps the collective (it must not read the halo rows). Differentiable: in backward the
+    gradients go back while autograd runs the nodes recorded between the start and the wait."""
+    if x.size(0) != plan.num_owned:
+        raise ValueError(f"halo_exchange: x has {x.size(0)} rows but the plan's rank owns "
+                         f"{plan.num_owned}")
+    if x.device != plan.device:
+        raise ValueError(f"halo_exchange: x is on {x.device} but the plan is on {plan.device}")
+    if plan.world_size == 1:
+        return PendingExchange(x, None)
+    if dist.get_world_size(group) != plan.world_size:
+        raise ValueError(f"halo_exchange: the plan is for {plan.world_size} ranks but the process "
+                         f"group has {dist.get_world_size(group)}")
+    flight = _Flight(plan, group)
+    return PendingExchange(_HaloStart.apply(x, flight), flight)
 
 
 def halo_exchange(x: Tensor, plan: ExchangePlan, group=None) -> Tensor:
@@ -149,14 +232,4 @@ def halo_exchange(x: Tensor, plan: ExchangePlan, group=None) -> Tensor:
     own plan. Differentiable (backward sends the halo gradients back and sums them into the sent
     rows in a fixed order). With one rank it returns ``x`` itself.
     """
-    if x.size(0) != plan.num_owned:
-        raise ValueError(f"halo_exchange: x has {x.size(0)} rows but the plan's rank owns "
-                         f"{plan.num_owned}")
-    if x.device != plan.device:
-        raise ValueError(f"halo_exchange: x is on {x.device} but the plan is on {plan.device}")
-    if plan.world_size == 1:
-        return x
-    if dist.get_world_size(group) != plan.world_size:
-        raise ValueError(f"halo_exchange: the plan is for {plan.world_size} ranks but the process "
-                         f"group has {dist.get_world_size(group)}")
-    return _HaloExchange.apply(x, plan, group)
+    return start_halo_exchange(x, plan, group).wait()
