@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from distributed_ranks import WORLDS_AND_BACKENDS, rank_device, run_ranks
-from iognn.distributed import ExchangePlan, halo_exchange
+from iognn.distributed import ExchangePlan, halo_exchange, start_halo_exchange
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -112,6 +112,31 @@ def check_exchange(world: int, backend: str):
 @pytest.mark.parametrize("world, backend", WORLDS_AND_BACKENDS)
 def test_halo_exchange(world, backend):
     check_exchange(world, backend)
+
+
+def overlap_order_rank(rank, world, plans):
+    """A started exchange with work recorded before its wait: the order in which backward runs
+    the exchange's two nodes and that work's node."""
+    plan = ExchangePlan(**plans[rank])
+    x = torch.randn(plan.num_owned, 3).requires_grad_()
+    pending = start_halo_exchange(x, plan)
+    interior = x * 2  # reads no halo row
+    rows = pending.wait()
+    order = []
+    wait = rows.grad_fn
+    for node, name in ((wait, "wait"), (interior.grad_fn, "interior"),
+                       (wait.next_functions[0][0], "start")):
+        node.register_prehook(lambda grads, name=name: order.append(name))
+    (interior.sum() + rows.sum()).backward()
+    return order
+
+
+def test_backward_overlaps_the_work_between_start_and_wait():
+    """Backward starts sending the halo gradients back (the wait's node), runs the nodes recorded
+    between start and wait, and only then sums what came back (the start's node)."""
+    _, _, plans = layout(*cases(2)[0])
+    for order in run_ranks(overlap_order_rank, 2, plans):
+        assert order == ["wait", "interior", "start"]
 
 
 def test_one_rank_returns_input():
