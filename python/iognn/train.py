@@ -425,6 +425,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                               "neighbor trains data-parallel mini-batches")
     several.add_argument("--partition", choices=("metis", "random"), default="metis",
                          help="how --loader full splits the graph over the processes")
+    several.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=None,
+                         help="--loader full: compute each layer's interior rows while its halo "
+                              "exchange runs (default: iognn.distributed.full_graph.OVERLAP; "
+                              "docs/distributed.md)")
     several.add_argument("--dist-timeout", type=positive_int, default=300,
                          help="seconds after which a process waiting for the others fails")
     parser.set_defaults(usage_error=parser.error, argument_parser=parser)

@@ -187,34 +187,38 @@ def test_mismatching_partitions_raise_on_every_rank():
         assert not ok and "partitions differ" in trace
 
 
-def train_through_torchrun(tmp_path, nproc: int, device: str, model: str) -> tuple:
-    """``iognn train --nproc`` in a subprocess: (the report, its standard output)."""
+def train_through_torchrun(tmp_path, nproc: int, device: str, model: str,
+                           overlap: bool) -> tuple:
+    """``iognn train --nproc`` (``--overlap`` or ``--no-overlap``) in a subprocess: (the report,
+    its standard output)."""
     report_path = tmp_path / "report.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT / "python"), IOGNN_CACHE=str(tmp_path / "cache"))
     run = subprocess.run([sys.executable, "-m", "iognn", "train", "--nproc", str(nproc),
                           "--device", device, "--epochs", "3", "--model", model, "--no-progress",
-                          "--partition", "random", "--json", str(report_path)],
+                          "--partition", "random", "--json", str(report_path),
+                          "--overlap" if overlap else "--no-overlap"],
                          env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     report = json.loads(report_path.read_text())
     assert report["world_size"] == nproc and len(report["epoch_times_ms"]) == 3
     assert report["bytes_exchanged_per_epoch"] == report["bytes_expected_per_epoch"] > 0
-    assert report["partition"]["method"] == "random"
+    assert report["partition"]["method"] == "random" and report["overlap"] == overlap
     return report, run.stdout
 
 
 def test_train_nproc_2_through_torchrun(tmp_path):
-    report, stdout = train_through_torchrun(tmp_path, 2, "cpu", "sage")
-    assert "iognn x2" in stdout and "halo rows" in stdout
+    report, stdout = train_through_torchrun(tmp_path, 2, "cpu", "sage", overlap=True)
+    assert "iognn x2" in stdout and "halo rows" in stdout and "overlapped" in stdout
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("overlap", [False, True])
 @pytest.mark.parametrize("model", ["gcn", "sage", "gat"])
-def test_train_nproc_on_the_visible_gpus(tmp_path, model):
+def test_train_nproc_on_the_visible_gpus(tmp_path, model, overlap):
     nproc = min(torch.cuda.device_count(), 4)
     if nproc < 2:
         pytest.skip(f"needs 2 GPUs, {nproc} visible")
-    report, _ = train_through_torchrun(tmp_path, nproc, "cuda", model)
+    report, _ = train_through_torchrun(tmp_path, nproc, "cuda", model, overlap)
     assert report["config"]["device"] == "cuda" and 0 <= report["results"][0]["test_acc"] <= 1
 
 
@@ -228,6 +232,11 @@ def test_train_nproc_rejects(argv, capsys):
 
 def test_command_line_for_torchrun():
     from iognn.distributed.launch import command_line
+    for overlap in ("--overlap", "--no-overlap"):  # either value passes on, whatever the default
+        chosen = train_args(overlap)
+        assert overlap in command_line(chosen.argument_parser, chosen)
+    default = train_args()
+    assert not any("overlap" in a for a in command_line(default.argument_parser, default))
     args = train_args("--nproc", "2", "--model", "gat", "--num-neighbors", "5,5",
                       "--no-progress", "--json", "out.json")
     argv = command_line(args.argument_parser, args)

@@ -347,7 +347,8 @@ def partition_note(report: dict) -> str:
     """The table's line about a distributed run's partition and exchanges."""
     stats = report["partition"]
     processes = "1 process" if report["world_size"] == 1 else f"{report['world_size']} processes"
-    return (f"{processes}, {stats['method']} partition: edge cut "
+    overlap = ", exchanges overlapped" if report.get("overlap") else ""
+    return (f"{processes}, {stats['method']} partition{overlap}: edge cut "
             f"{report['edge_cut']:,}, halo rows {report['halo_rows']:,}, exchanged "
             f"{report['bytes_exchanged_per_epoch'] / 2**20:.2f} MiB per training step")
 
@@ -378,7 +379,8 @@ def train_full_graph(args) -> dict:
     torch.manual_seed(args.seed)
     model = build_model(args.model, iognn.nn, data.num_features, args.hidden, num_classes,
                         heads=args.heads, dropout=args.dropout, attn_dropout=args.attn_dropout)
-    model = distribute(model, graph).to(device)
+    overlap = OVERLAP if args.overlap is None else args.overlap
+    model = distribute(model, graph, overlap).to(device)
     trained = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda"
                                       else None)
     x, y = local.take(data.x).to(device), local.take(data.y).to(device)
@@ -437,6 +439,6 @@ def train_full_graph(args) -> dict:
             "num_nodes": data.num_nodes, "num_edges": data.num_edges, "world_size": world,
             "results": [asdict(result)], "epoch_times_ms": times_ms,
             "partition": {k: v for k, v in stats.items() if not isinstance(v, Tensor)},
-            "edge_cut": part.edge_cut, "halo_rows": part.halo_rows,
+            "edge_cut": part.edge_cut, "halo_rows": part.halo_rows, "overlap": overlap,
             "bytes_exchanged_per_epoch": bytes_per_epoch[-1],
             "bytes_expected_per_epoch": expected_bytes}

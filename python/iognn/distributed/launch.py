@@ -45,7 +45,9 @@ def command_line(parser: argparse.ArgumentParser, args: argparse.Namespace) -> L
         if value is None or value == action.default:
             continue
         option = action.option_strings[-1]
-        if action.nargs == 0:  # a flag
+        if isinstance(action, argparse.BooleanOptionalAction):  # --x / --no-x
+            argv.append(action.option_strings[0 if value else 1])
+        elif action.nargs == 0:  # a flag
             argv.append(option)
         else:
             argv += [option, ",".join(map(str, value)) if isinstance(value, list) else str(value)]
