@@ -8,20 +8,23 @@ from iognn.bench import distributed
 
 
 def test_bench_rows_on_one_and_two_processes(tmp_path, capsys, monkeypatch):
-    """Run in two parts (one process, then two) into one JSON file, as on a machine whose
-    commands have a time limit; the second part reuses nothing but the file."""
+    """Run in two parts (one process, then two with and without the overlap) into one JSON
+    file, as on a machine whose commands have a time limit; the second part reuses nothing but
+    the file."""
     monkeypatch.setenv("IOGNN_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "rows.json"
     for nproc in ("1", "2"):
         status = distributed.main([
             "--graphs", "sbm:300:4:8:1,uniform:300:8", "--models", "gcn,gat", "--device",
             "cpu", "--nproc", nproc, "--epochs", "2", "--warmup", "1", "--hidden", "8",
-            "--heads", "2", "--layers", "2", "--json", str(out)])
+            "--heads", "2", "--layers", "2", "--overlap", "both", "--json", str(out)])
         assert status == 0
     rows = json.loads(out.read_text())["rows"]
     assert {(r["graph"], r["model"], r["processes"]) for r in rows} == {
         (g, m, p) for g in ("sbm:300:4:8:1", "uniform:300:8") for m in ("gcn", "gat")
         for p in (1, 2)}
+    assert sorted((r["processes"], r["overlap"]) for r in rows) == sorted(
+        [(1, False)] * 4 + [(2, False), (2, True)] * 4)
     for r in rows:
         assert r["bytes_match"] and r["speedup"] > 0
         assert (r["halo_rows"] > 0) == (r["processes"] > 1)

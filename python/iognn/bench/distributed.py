@@ -4,7 +4,9 @@ Per graph, model and process count: the full-graph training step (forward + back
 all-reduce + Adam) of a ``--layers``-layer model on the partitioned graph, its speed-up over one
 process, the partition's edge cut and halo rows, and the bytes the halo exchanges moved per step
 (forward + backward, counted by the exchange plans) next to the halo rows times the bytes of the
-rows each layer exchanges (they must agree). Optionally (``--minibatch``) the mini-batch DDP epoch
+rows each layer exchanges (they must agree). ``--overlap both`` times every several-process model
+with and without HaloConv's overlap (the interior rows computed while the exchange runs) in the
+same job, one row each. Optionally (``--minibatch``) the mini-batch DDP epoch
 of ``iognn train --nproc N --loader neighbor`` on the same process counts.
 
 Graphs: ``synthetic-products[:scale]`` (``iognn train``'s dataset, cached under IOGNN_CACHE), and
@@ -30,6 +32,7 @@ from typing import List
 import torch
 
 DEFAULT_GRAPHS = "synthetic-products,sbm:1000000:16:15:1,uniform:1000000:16"
+OVERLAP_MODES = {"off": (False,), "on": (True,), "both": (False, True)}
 FEATURES, CLASSES = 128, 16  # the synthetic graphs' random features and labels
 
 
@@ -50,6 +53,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--epochs", type=int, default=10, help="timed steps (default: %(default)s)")
     parser.add_argument("--warmup", type=int, default=2, help="default: %(default)s")
     parser.add_argument("--partition", choices=("metis", "random"), default="metis")
+    parser.add_argument("--overlap", choices=OVERLAP_MODES, default=None,
+                        help="HaloConv's overlap on several processes: off, on, or both (one row "
+                             "each, same job) (default: iognn.distributed.full_graph.OVERLAP's)")
     parser.add_argument("--minibatch", action="store_true",
                         help="also time the mini-batch DDP epoch (iognn train --loader neighbor) "
                              "on synthetic-products")
@@ -59,7 +65,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="write the rows as JSON; rows already in PATH for another (graph, "
                              "model, process count) are kept, so a bench can run in parts")
     parser.add_argument("--worker-out", default=None, help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.overlap is None:
+        from ..distributed.full_graph import OVERLAP
+        args.overlap = "on" if OVERLAP else "off"
+    return args
 
 
 # ---- one process of a torchrun job -----------------------------------------------------------
@@ -116,9 +126,10 @@ def shared_partition(spec: str, edge_index, num_nodes: int, method: str):
                      ranks=[dist.get_rank()])
 
 
-def time_model(name: str, args, graph, x, y, num_classes: int, halo_rows: int, device) -> dict:
-    """One model's training steps on this rank's part: the slowest rank's median step and the
-    bytes all ranks' exchanges moved per step."""
+def time_model(name: str, args, graph, x, y, num_classes: int, halo_rows: int, device,
+               overlap: bool) -> dict:
+    """One model's training steps on this rank's part (HaloConv's ``overlap``): the slowest
+    rank's median step and the bytes all ranks' exchanges moved per step."""
     import torch.distributed as dist
     import torch.nn.functional as F
     from torch.nn.parallel import DistributedDataParallel
@@ -130,7 +141,7 @@ def time_model(name: str, args, graph, x, y, num_classes: int, halo_rows: int, d
     torch.manual_seed(0)
     convs = build_convs(name, iognn.nn, x.size(1), args.hidden, num_classes, args.layers,
                         heads=args.heads)
-    model = distribute(LayerStack(convs), graph).to(device)
+    model = distribute(LayerStack(convs), graph, overlap).to(device)
     # One process trains the plain model (the baseline the speed-ups are over), several through
     # DistributedDataParallel.
     trained = model if dist.get_world_size() == 1 else DistributedDataParallel(
@@ -158,7 +169,7 @@ def time_model(name: str, args, graph, x, y, num_classes: int, halo_rows: int, d
     slowest = median.clone()
     dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
     dist.all_reduce(median[1:2])
-    return {"model": name, "step_ms": 1e3 * float(slowest[0]),
+    return {"model": name, "overlap": overlap, "step_ms": 1e3 * float(slowest[0]),
             "peak_mib_per_rank": float(slowest[2]) / 2**20,
             "bytes_per_step": int(median[1]),
             "bytes_expected": exchanged_bytes_per_step(model, halo_rows)}
@@ -181,13 +192,16 @@ def worker(args) -> None:
             graph = DistributedGraph(local, device, dist.new_group())  # as train_full_graph
             setup_s = time.perf_counter() - start
             xs, ys = local.take(x).to(device), local.take(y).to(device)
+            # one process exchanges nothing: its one row is the baseline of both modes
+            overlaps = OVERLAP_MODES[args.overlap] if dist.get_world_size() > 1 else (False,)
             for name in args.models.split(","):
-                row = time_model(name, args, graph, xs, ys, int(y.max()) + 1, part.halo_rows,
-                                 device)
-                rows.append({"graph": spec, "processes": dist.get_world_size(),
-                             "num_nodes": x.size(0), "num_edges": edge_index.size(1),
-                             "edge_cut": part.edge_cut, "halo_rows": part.halo_rows,
-                             "partition_s": setup_s, **row})
+                for overlap in overlaps:
+                    row = time_model(name, args, graph, xs, ys, int(y.max()) + 1,
+                                     part.halo_rows, device, overlap)
+                    rows.append({"graph": spec, "processes": dist.get_world_size(),
+                                 "num_nodes": x.size(0), "num_edges": edge_index.size(1),
+                                 "edge_cut": part.edge_cut, "halo_rows": part.halo_rows,
+                                 "partition_s": setup_s, **row})
             del graph, xs, ys
     finally:
         if dist.get_rank() == 0:
@@ -223,7 +237,8 @@ def full_graph_rows(args, counts: List[int]) -> List[dict]:
     passed = ["--graphs", args.graphs, "--models", args.models, "--device", args.device,
               "--layers", str(args.layers), "--hidden", str(args.hidden), "--heads",
               str(args.heads), "--epochs", str(args.epochs), "--warmup", str(args.warmup),
-              "--partition", args.partition, "--dist-timeout", str(args.dist_timeout)]
+              "--partition", args.partition, "--overlap", args.overlap,
+              "--dist-timeout", str(args.dist_timeout)]
     with tempfile.TemporaryDirectory() as folder:
         for n in counts:
             out = os.path.join(folder, f"rows{n}.json")
@@ -267,11 +282,18 @@ def minibatch_rows(args, counts: List[int]) -> List[dict]:
     return rows
 
 
+def row_key(row: dict) -> tuple:
+    """What a row measured (rows of earlier benches, without an overlap, ran without it)."""
+    return row["graph"], row["model"], row["processes"], row.get("overlap", False)
+
+
 def format_rows(rows: List[dict]) -> str:
     from ..train import text_table
-    header = ("graph", "model", "procs", "step ms", "speed-up", "edge cut", "halo rows",
-              "MiB moved/step", "= halo x row bytes", "peak MiB/rank")
+    header = ("graph", "model", "procs", "overlap", "step ms", "speed-up", "edge cut",
+              "halo rows", "MiB moved/step", "= halo x row bytes", "peak MiB/rank")
     table = [(r["graph"], r["model"], str(r["processes"]),
+              ("on" if r.get("overlap") else "off") if "step_ms" in r and r["processes"] > 1
+              else "-",
               f"{r['step_ms']:.2f}" if "step_ms" in r else f"{1e3 * r['epoch_s']:.1f}",
               f"{r['speedup']:.2f}x" if r.get("speedup") else "-",
               f"{r['edge_cut']:,}" if "edge_cut" in r else "-",
@@ -283,6 +305,7 @@ def format_rows(rows: List[dict]) -> str:
     return text_table(header, table, [
         "step ms: full-graph training step (forward + backward + DDP's all-reduce + Adam; one "
         "process: the plain model), median, slowest rank; minibatch rows: the epoch in ms",
+        "overlap: HaloConv computed each layer's interior rows while its exchange ran",
         "peak MiB/rank: CUDA memory high-water mark of the steps, the largest rank's",
         "MiB moved/step: bytes sent by all ranks' halo exchanges per step (forward + backward)"])
 
@@ -297,10 +320,9 @@ def main(argv=None) -> int:
     if args.minibatch:
         rows += minibatch_rows(args, counts)
     if args.json and os.path.exists(args.json):  # keep the earlier runs' other rows
-        done = {(r["graph"], r["model"], r["processes"]) for r in rows}
+        done = {row_key(r) for r in rows}
         with open(args.json) as f:
-            rows = [r for r in json.load(f)["rows"]
-                    if (r["graph"], r["model"], r["processes"]) not in done] + rows
+            rows = [r for r in json.load(f)["rows"] if row_key(r) not in done] + rows
     rows = with_speedups(rows)
     print(format_rows(rows))
     if args.json:
