@@ -18,6 +18,11 @@ computation on the local graph, so the owned rows equal the one-process layer's 
 - any other layer that takes a ``(x_src, x_dst)`` pair (SAGEConv, GraphConv, GINConv, GATv2Conv,
   TransformerConv, ...): exchanges ``x`` and runs on ``((x_all, x_owned), graph)``.
 
+With ``overlap`` each layer starts its exchange, computes its interior rows (destinations whose
+sources are all owned) while the rows travel, then waits and computes its boundary rows; in
+backward the halo gradients travel back while the interior rows' backward runs. Each layer kind
+is one function of a row block, run on the whole local graph or on the two blocks.
+
 ``distribute(model, graph)`` wraps every iognn layer of a model in place; the model then runs as
 before on the owned rows: ``model(local.take(data.x), graph.edge_index)``.
 """
