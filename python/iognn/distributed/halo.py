@@ -107,20 +107,6 @@ class ExchangePlan:
                 f"num_owned={self.num_owned}, num_halo={self.num_halo}, sent={self.num_sent})")
 
 
-def _all_to_all_rows(rows: Tensor, out: Tensor, out_counts: List[int], in_counts: List[int],
-                     group, flight: "_Flight"):
-    """Starts sending ``rows`` ``[sum(in_counts), ...]`` to the ranks by ``in_counts``; the rows
-    received, grouped by sending rank (``out_counts``), land in ``out`` (contiguous, same trailing
-    shape and dtype) once ``flight.wait()`` returns. Moves bytes. ``flight`` keeps both buffers
-    alive while the collective runs."""
-    def as_bytes(t: Tensor) -> Tensor:
-        return t.view(t.size(0), math.prod(t.shape[1:])).view(torch.uint8)
-    rows = rows.contiguous()
-    flight.buffers = (rows, out)
-    flight.work = dist.all_to_all_single(as_bytes(out), as_bytes(rows), out_counts, in_counts,
-                                         group=group, async_op=True)
-
-
 class _Flight:
     """One exchange shared by its two autograd nodes: the collective in flight (forward: the
     halo rows; backward: their gradients going back) and, in backward, the rows received."""
@@ -128,6 +114,23 @@ class _Flight:
     def __init__(self, plan: ExchangePlan, group):
         self.plan, self.group = plan, group
         self.work = self.buffers = self.received = None
+
+    def send(self, rows: Tensor, out: Tensor, backward: bool) -> None:
+        """Starts sending ``rows`` to the ranks (forward: split by the plan's ``send_counts``,
+        received by ``recv_counts``; backward the other way); the rows received, grouped by
+        sending rank, land in ``out`` (contiguous, same trailing shape and dtype) once
+        :meth:`wait` returns. Moves bytes, counted in the plan's ``bytes_sent``; the buffers stay
+        alive while the collective runs."""
+        def as_bytes(t: Tensor) -> Tensor:
+            return t.view(t.size(0), math.prod(t.shape[1:])).view(torch.uint8)
+        plan = self.plan
+        counts = (plan.send_counts, plan.recv_counts)
+        in_counts, out_counts = counts[::-1] if backward else counts
+        rows = rows.contiguous()
+        plan.bytes_sent += rows.numel() * rows.element_size()
+        self.buffers = (rows, out)
+        self.work = dist.all_to_all_single(as_bytes(out), as_bytes(rows), out_counts, in_counts,
+                                           group=self.group, async_op=True)
 
     def wait(self) -> None:
         """Orders the current stream after the collective (NCCL: the host does not wait; gloo:
@@ -144,25 +147,21 @@ class _HaloStart(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, flight: _Flight):
         ctx.flight, plan = flight, flight.plan
-        sent = x.index_select(0, plan.send_index)
-        plan.bytes_sent += sent.numel() * sent.element_size()
         rows = x.new_empty((plan.num_owned + plan.num_halo,) + x.shape[1:])
         rows[:plan.num_owned] = x
-        _all_to_all_rows(sent, rows[plan.num_owned:], plan.recv_counts, plan.send_counts,
-                         flight.group, flight)
+        flight.send(x.index_select(0, plan.send_index), rows[plan.num_owned:], backward=False)
         return rows
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad: Tensor):
         flight = ctx.flight
-        plan = flight.plan
         flight.wait()
         back, flight.received = flight.received, None
-        own, before = grad[:plan.num_owned], plan.own_position
+        own, before = grad[:flight.plan.num_owned], flight.plan.own_position
         rows = torch.cat([back[:before], own, back[before:]])
         width = math.prod(rows.shape[1:])
-        summed = propagate(plan.gather_back(), rows.reshape(rows.size(0), width))
+        summed = propagate(flight.plan.gather_back(), rows.reshape(rows.size(0), width))
         return summed.view(own.shape), None
 
 
@@ -182,12 +181,9 @@ class _HaloWait(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad: Tensor):
         flight = ctx.flight
-        plan = flight.plan
-        halo = grad[plan.num_owned:]
-        plan.bytes_sent += halo.numel() * halo.element_size()
-        flight.received = halo.new_empty((plan.num_sent,) + halo.shape[1:])
-        _all_to_all_rows(halo, flight.received, plan.send_counts, plan.recv_counts,
-                         flight.group, flight)
+        halo = grad[flight.plan.num_owned:]
+        flight.received = halo.new_empty((flight.plan.num_sent,) + halo.shape[1:])
+        flight.send(halo, flight.received, backward=True)
         return grad, None
 
 
