@@ -170,10 +170,9 @@ __device__ void dst_edges(const BackwardArgs<V, index_t>& a, const GroupLane& g,
   typename V::S gcache;
   load_slots(grad_row, g, g.tile, gcache);
   const acc lse = a.lse[i * H + h];
-  for_each_batch<EdgeBatch<V>::kN>(a.graph, pb, pe, [&](const auto& ids) {
-    const int64_t p0 = ids.p0;
+  for (int64_t p0 = pb; p0 < pe; p0 += EdgeBatch<V>::kN) {
     EdgeBatch<V> b;
-    score_batch<false, true, kTiled>(a.v, ids, g, i, h, dcache, gcache, grad_row, b);
+    score_batch<false, true, kTiled>(a.v, a.graph, g, i, h, p0, pe, dcache, gcache, grad_row, b);
 #pragma unroll
     for (int u = 0; u < EdgeBatch<V>::kN; ++u) {
       if (!b.ok[u]) continue;
@@ -188,7 +187,7 @@ __device__ void dst_edges(const BackwardArgs<V, index_t>& a, const GroupLane& g,
       }
       state.add(alpha, da, b.w[u], b.dw[u]);
     }
-  });
+  }
 }
 
 template <class V, typename index_t>

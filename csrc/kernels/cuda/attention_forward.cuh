@@ -57,13 +57,13 @@ __device__ void attend_edges(const ForwardArgs<V, index_t>& a, const GroupLane& 
   const typename V::S unused{};
   typename V::Dst dcache;
   a.v.load_dst(i, h, g, g.tile, dcache);
-  for_each_batch<EdgeBatch<V>::kN>(a.graph, pb, pe, [&](const auto& ids) {
+  for (int64_t p0 = pb; p0 < pe; p0 += EdgeBatch<V>::kN) {
     EdgeBatch<V> b;
-    score_batch<true, false, kTiled>(a.v, ids, g, i, h, dcache, unused, nullptr, b);
+    score_batch<true, false, kTiled>(a.v, a.graph, g, i, h, p0, pe, dcache, unused, nullptr, b);
     acc m_new = state.m;
 #pragma unroll
     for (int u = 0; u < EdgeBatch<V>::kN; ++u) m_new = max(m_new, b.s[u]);
-    if (m_new == neg_inf<acc>()) return;
+    if (m_new == neg_inf<acc>()) continue;
     const acc rescale = exp_acc(state.m - m_new);
     state.l *= rescale;
 #pragma unroll
@@ -77,7 +77,7 @@ __device__ void attend_edges(const ForwardArgs<V, index_t>& a, const GroupLane& 
       add_scaled(state.sum, b.value[u], p * dropout_factor<acc>(a.cfg, b.e[u], h));
     }
     state.m = m_new;
-  });
+  }
 }
 
 template <class V, typename index_t>
@@ -96,10 +96,10 @@ __device__ void alpha_edges(const ForwardArgs<V, index_t>& a, const GroupLane& g
   const int64_t H = a.cfg.heads;
   typename V::Dst dcache;
   a.v.load_dst(i, h, g, g.tile, dcache);
-  for_each_batch<EdgeBatch<V>::kN>(a.graph, pb, pe, [&](const auto& ids) {
+  for (int64_t p0 = pb; p0 < pe; p0 += EdgeBatch<V>::kN) {
     EdgeBatch<V> b;
-    score_batch<false, false, kTiled>(a.v, ids, g, i, h, dcache, unused, nullptr, b);
-    if (g.gl != 0) return;
+    score_batch<false, false, kTiled>(a.v, a.graph, g, i, h, p0, pe, dcache, unused, nullptr, b);
+    if (g.gl != 0) continue;
 #pragma unroll
     for (int u = 0; u < EdgeBatch<V>::kN; ++u) {
       if (!b.ok[u]) continue;
@@ -108,7 +108,7 @@ __device__ void alpha_edges(const ForwardArgs<V, index_t>& a, const GroupLane& g
           V::kAlphaAfterDropout ? alpha * dropout_factor<acc>(a.cfg, b.e[u], h) : alpha;
       st(a.out.alpha + b.e[u] * H + h, value);
     }
-  });
+  }
 }
 
 template <class V, typename index_t>

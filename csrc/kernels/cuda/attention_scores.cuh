@@ -15,41 +15,6 @@
 
 namespace iognn::cuda::attention_detail {
 
-// The CSR positions of a batch: [p0, p0 + kN) cut at pe (padding repeats p0), their source ids
-// and augmented edge ids. for_each_batch loads them one batch ahead, so that a batch's gathers
-// wait for no index load of their own.
-template <int kN, typename index_t>
-struct BatchIds {
-  int64_t p0;
-  bool ok[kN];
-  index_t j[kN];
-  int64_t e[kN];
-  __device__ __forceinline__ void load(const AttentionGraph<index_t>& graph, int64_t p0_,
-                                       int64_t pe) {
-    p0 = p0_;
-#pragma unroll
-    for (int u = 0; u < kN; ++u) {
-      ok[u] = p0 + u < pe;
-      const int64_t p = ok[u] ? p0 + u : p0;
-      j[u] = graph.col[p];
-      e[u] = graph.eid[p];
-    }
-  }
-};
-
-// body(ids) for the batches of kN positions of [pb, pe) in order.
-template <int kN, typename index_t, class Body>
-__device__ __forceinline__ void for_each_batch(const AttentionGraph<index_t>& graph, int64_t pb,
-                                               int64_t pe, Body&& body) {
-  BatchIds<kN, index_t> next;
-  if (pb < pe) next.load(graph, pb, pe);
-  for (int64_t p0 = pb; p0 < pe; p0 += kN) {
-    const BatchIds<kN, index_t> cur = next;
-    if (p0 + kN < pe) next.load(graph, p0 + kN, pe);
-    body(cur);
-  }
-}
-
 template <class V>
 struct EdgeBatch {
   using acc = typename V::acc;
@@ -68,10 +33,9 @@ struct EdgeBatch {
 // (grad_out[i, h] slots, kGrad only) hold the whole head row. kTiled = true: they are reloaded
 // for every tile t from the row (grad_row: grad_out[i, h]); only GAT's dcache is read then.
 template <bool kValue, bool kGrad, bool kTiled, class V, typename index_t>
-__device__ __forceinline__ void score_batch(const V& v,
-                                            const BatchIds<EdgeBatch<V>::kN, index_t>& ids,
-                                            const GroupLane& g, int64_t i, int64_t h,
-                                            const typename V::Dst& dcache,
+__device__ __forceinline__ void score_batch(const V& v, const AttentionGraph<index_t>& graph,
+                                            const GroupLane& g, int64_t i, int64_t h, int64_t p0,
+                                            int64_t pe, const typename V::Dst& dcache,
                                             const typename V::S& gcache,
                                             const typename V::value_type* grad_row,
                                             EdgeBatch<V>& b) {
@@ -79,12 +43,14 @@ __device__ __forceinline__ void score_batch(const V& v,
   using S = typename V::S;
   constexpr int kN = EdgeBatch<V>::kN;
   constexpr bool kLoad = kValue || kGrad;  // the value rows are needed
-  const index_t(&j)[kN] = ids.j;
+  index_t j[kN];
   acc src[kN];
 #pragma unroll
   for (int u = 0; u < kN; ++u) {
-    b.ok[u] = ids.ok[u];
-    b.e[u] = ids.e[u];
+    b.ok[u] = p0 + u < pe;
+    const int64_t p = b.ok[u] ? p0 + u : p0;
+    j[u] = graph.col[p];
+    b.e[u] = graph.eid[p];
   }
 #pragma unroll
   for (int u = 0; u < kN; ++u) src[u] = v.source_term(j[u], h);
