@@ -132,11 +132,10 @@ def time_model(name: str, args, graph, x, y, num_classes: int, halo_rows: int, d
     rank's median step and the bytes all ranks' exchanges moved per step."""
     import torch.distributed as dist
     import torch.nn.functional as F
-    from torch.nn.parallel import DistributedDataParallel
 
     import iognn.nn
     from ..distributed import distribute
-    from ..distributed.full_graph import exchanged_bytes_per_step
+    from ..distributed.full_graph import data_parallel, exchanged_bytes_per_step
     from ..train import build_convs
     torch.manual_seed(0)
     convs = build_convs(name, iognn.nn, x.size(1), args.hidden, num_classes, args.layers,
@@ -144,8 +143,7 @@ def time_model(name: str, args, graph, x, y, num_classes: int, halo_rows: int, d
     model = distribute(LayerStack(convs), graph, overlap).to(device)
     # One process trains the plain model (the baseline the speed-ups are over), several through
     # DistributedDataParallel.
-    trained = model if dist.get_world_size() == 1 else DistributedDataParallel(
-        model, device_ids=[device.index] if device.type == "cuda" else None)
+    trained = model if dist.get_world_size() == 1 else data_parallel(model)
     optimizer = torch.optim.Adam(trained.parameters(), lr=0.01)
     times, sent = [], []
     if device.type == "cuda":
