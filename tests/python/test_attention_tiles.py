@@ -1,20 +1,23 @@
-"""The tile path of the Transformer attention (ops/attention_tiles.py) on the host twin of its
+"""The tile path of the attention (ops/attention_tiles.py), both variants, on the host twin of its
 kernels.
 
 A graph's ``tile_policy = "tiles"`` makes a CPU graph run the host kernels over the tile layout:
-the same attention as the CSR op, so every graph case must match PyG's TransformerConv and the
-CSR op, forward and the gradients of query, key and value, in fp64 (and the low-precision dtypes
-within their tolerance). The CUDA kernels are checked against these results in
-test_attention_tiles_cuda.py.
+the same attention as the CSR op, so every graph case must match PyG's layer (TransformerConv,
+GATConv) and the CSR op, forward and the gradients of every input, in fp64 (and the low-precision
+dtypes within their tolerance). The tests every variant takes are parametrised over
+:data:`TILE_VARIANTS`; the Transformer's own follow them, GAT's own are in test_gat_tiles.py. The
+CUDA kernels are checked against these results in test_attention_tiles_cuda.py and
+test_gat_tiles_cuda.py.
 """
 import math
+from typing import Callable, NamedTuple, Tuple
 
 import pytest
 import torch
 
 import iognn
 from iognn.ops import attention_tiles
-from iognn.ops.attention import transformer_attention
+from iognn.ops.attention import gat_attention, transformer_attention
 
 from conftest import sizes, tolerance
 from test_attention import IN_CHANNELS, make_inputs, make_layer
@@ -36,6 +39,22 @@ def qkv(num_src, num_dst, H, C, gen, dtype=torch.float64):
             for s in shapes]
 
 
+def gat_inputs(num_src, num_dst, H, C, gen, dtype=torch.float64, dst=True):
+    """x [num_src, H, C], alpha_src [num_src, H], alpha_dst [num_dst, H] (or None), as leaves."""
+    shapes = [(num_src, H, C), (num_src, H)] + ([(num_dst, H)] if dst else [])
+    leaves = [torch.randn(s, generator=gen, dtype=torch.float64).to(dtype).requires_grad_()
+              for s in shapes]
+    return leaves + ([] if dst else [None])
+
+
+def gat_inputs_without_alpha_dst(num_src, num_dst, H, C, gen, dtype=torch.float64):
+    return gat_inputs(num_src, num_dst, H, C, gen, dtype, dst=False)
+
+
+def present(inputs):
+    return [t for t in inputs if t is not None]
+
+
 def assert_same_grads(got, exp, inputs, grad, **tol):
     torch.testing.assert_close(got, exp, **tol)
     if got.numel() == 0:
@@ -46,54 +65,110 @@ def assert_same_grads(got, exp, inputs, grad, **tol):
         torch.testing.assert_close(a, b.to(a.dtype), **tol)
 
 
-@pytest.mark.parametrize("H,C", HEADS_CHANNELS)
-def test_tiles_match_pyg_and_the_csr_op_on_every_graph_case(graph_case, H, C):
-    name, edge_index, size = graph_case
-    num_src, num_dst = sizes(size)
-    gen = torch.Generator().manual_seed(3)
-    # PyG's TransformerConv, and the same layer with our attention on the tiles.
-    in_channels = (IN_CHANNELS, IN_CHANNELS) if isinstance(size, tuple) else IN_CHANNELS
-    conv = make_layer("transformer", in_channels, C, H)
-    x, _ = make_inputs(size, edge_index.size(1), None, gen)
-    expected = conv(x, edge_index.long())
-    graph = tiled(iognn.Graph(edge_index, size))
-    x_src, x_dst = x if isinstance(x, tuple) else (x, x)
+def transformer_layer(conv, x_src, x_dst, graph, H, C):
+    """TransformerConv's output with its attention on graph."""
     query = conv.lin_query(x_dst).view(-1, H, C)
     key = conv.lin_key(x_src).view(-1, H, C)
     value = conv.lin_value(x_src).view(-1, H, C)
     out = transformer_attention(graph, query, key, value)
-    got = out.reshape(out.size(0), H * C) + conv.lin_skip(x_dst)
+    return out.reshape(out.size(0), H * C) + conv.lin_skip(x_dst)
+
+
+def gat_layer(conv, x_src, x_dst, graph, H, C):
+    """GATConv's output (the graph as it is: no self-loops added) with its attention on graph."""
+    lin_src = conv.lin if conv.lin is not None else conv.lin_src
+    lin_dst = conv.lin if conv.lin is not None else conv.lin_dst
+    h = lin_src(x_src).view(-1, H, C)
+    a_src = (h * conv.att_src).sum(-1)
+    a_dst = (lin_dst(x_dst).view(-1, H, C) * conv.att_dst).sum(-1)
+    out = gat_attention(graph, h, a_src, a_dst, negative_slope=conv.negative_slope)
+    return out.reshape(out.size(0), H * C) + conv.bias
+
+
+class Variant(NamedTuple):
+    """A tile attention as the shared tests call it (name: its key in attention_tiles.VARIANTS,
+    plans() and make_layer)."""
+    name: str
+    attention: Callable  # the op: (graph, *inputs, **kwargs) -> out
+    # (num_src, num_dst, H, C, gen, dtype=fp64) -> the inputs as leaves (None for an absent one):
+    # each form of inputs the op takes; the first is the one the other tests use.
+    input_sets: Tuple[Callable, ...]
+    tile: Callable    # (graph, inputs, tiles_forward, tiles_backward) -> out, default parameter
+    choose: Callable  # (graph, inputs) -> (tiles for the forward, tiles for the backward)
+    layer: Callable   # (conv, x_src, x_dst, graph, H, C) -> the layer's output, attention on graph
+
+
+TILE_VARIANTS = {v.name: v for v in (
+    Variant("transformer", transformer_attention, (qkv,),
+            lambda g, qkv, f, b: attention_tiles.tile_transformer(
+                g, *qkv, 1 / math.sqrt(qkv[0].size(2)), f, b),
+            lambda g, qkv: attention_tiles.choose(g, *qkv, 0.5), transformer_layer),
+    Variant("gat", gat_attention, (gat_inputs, gat_inputs_without_alpha_dst),
+            lambda g, xa, f, b: attention_tiles.tile_gat(g, *xa, 0.2, f, b),
+            lambda g, xa: attention_tiles.choose_gat(g, *xa, 0.2), gat_layer))}
+
+every_variant = pytest.mark.parametrize("variant", list(TILE_VARIANTS))
+
+
+@every_variant
+@pytest.mark.parametrize("H,C", HEADS_CHANNELS)
+def test_tiles_match_pyg_and_the_csr_op_on_every_graph_case(graph_case, H, C, variant):
+    v = TILE_VARIANTS[variant]
+    name, edge_index, size = graph_case
+    num_src, num_dst = sizes(size)
+    gen = torch.Generator().manual_seed(3)
+    # PyG's layer, and the same layer with our attention on the tiles.
+    in_channels = (IN_CHANNELS, IN_CHANNELS) if isinstance(size, tuple) else IN_CHANNELS
+    conv = make_layer(variant, in_channels, C, H)
+    x, _ = make_inputs(size, edge_index.size(1), None, gen)
+    expected = conv(x, edge_index.long())
+    graph = tiled(iognn.Graph(edge_index, size))
+    x_src, x_dst = x if isinstance(x, tuple) else (x, x)
+    got = v.layer(conv, x_src, x_dst, graph, H, C)
     leaves = (list(x) if isinstance(x, tuple) else [x]) + list(conv.parameters())
     assert_same_grads(got, expected, leaves, torch.randn(expected.shape, generator=gen,
                                                          dtype=expected.dtype))
     if num_dst > 0:
-        assert attention_tiles.plans(graph)  # the tile path was taken, and recorded
-    # The CSR op on the same heads.
-    q, k, v = qkv(num_src, num_dst, H, C, gen)
+        assert attention_tiles.plans(graph, variant)  # the tile path was taken, and recorded
+    # The CSR op on the same heads, in each form of inputs.
     csr = iognn.Graph(edge_index, size)
-    exp = transformer_attention(csr, q, k, v)
-    assert_same_grads(transformer_attention(graph, q, k, v), exp, (q, k, v),
-                      torch.randn(exp.shape, generator=gen, dtype=exp.dtype))
+    for make_inputs_of in v.input_sets:
+        inputs = make_inputs_of(num_src, num_dst, H, C, gen)
+        exp = v.attention(csr, *inputs)
+        assert_same_grads(v.attention(graph, *inputs), exp, present(inputs),
+                          torch.randn(exp.shape, generator=gen, dtype=exp.dtype))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
-def test_low_precision_matches_the_fp64_csr_op(dtype, index_dtype):
+def dtype_graphs(index_dtype):
+    """(generator, edge_index, the CSR graph, the tiled graph) of the dtype tests: 200 nodes."""
     gen = torch.Generator().manual_seed(5)
     ei = torch.randint(0, 200, (2, 2500), generator=gen)
     idx = index_dtype if index_dtype == torch.int64 else None
     csr, g = iognn.Graph(ei, 200, index_dtype=idx), tiled(iognn.Graph(ei, 200, index_dtype=idx))
-    q, k, v = qkv(200, 200, 2, 16, gen)
-    exp = transformer_attention(csr, q, k, v)
-    grad = torch.randn(exp.shape, generator=gen, dtype=exp.dtype)
-    g_exp = torch.autograd.grad(exp, (q, k, v), grad)
-    low = [t.detach().to(dtype).requires_grad_() for t in (q, k, v)]
-    got = transformer_attention(g, *low)
+    return gen, ei, csr, g
+
+
+def assert_low_precision_matches(attention, g, inputs, exp, grad, dtype):
+    """attention on g with inputs (fp64 leaves) rounded to dtype gives exp, attention's fp64
+    result, and its gradients for grad, within dtype's tolerance."""
+    g_exp = torch.autograd.grad(exp, inputs, grad)
+    low = [t.detach().to(dtype).requires_grad_() for t in inputs]
+    got = attention(g, *low)
     assert got.dtype == dtype
     rtol, atol = tolerance(dtype)
     torch.testing.assert_close(got.double(), exp, rtol=rtol, atol=atol)
     for a, b in zip(torch.autograd.grad(got, low, grad.to(dtype)), g_exp):
         torch.testing.assert_close(a.double(), b, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
+def test_low_precision_matches_the_fp64_csr_op(dtype, index_dtype):
+    gen, _, csr, g = dtype_graphs(index_dtype)
+    q, k, v = qkv(200, 200, 2, 16, gen)
+    exp = transformer_attention(csr, q, k, v)
+    grad = torch.randn(exp.shape, generator=gen, dtype=exp.dtype)
+    assert_low_precision_matches(transformer_attention, g, (q, k, v), exp, grad, dtype)
 
 
 def test_gradcheck():
@@ -104,42 +179,58 @@ def test_gradcheck():
     assert torch.autograd.gradcheck(lambda *t: transformer_attention(g, *t, scale=0.7), (q, k, v))
 
 
+@every_variant
 @pytest.mark.parametrize("reorder", ["rcm", "degree"])
-def test_row_orders_change_only_the_windows(reorder):
+def test_row_orders_change_only_the_windows(reorder, variant):
+    v = TILE_VARIANTS[variant]
     gen = torch.Generator().manual_seed(7)
     ei = torch.randint(0, 90, (2, 700), generator=gen)
     g = tiled(iognn.Graph(ei, 90, reorder=reorder))
     assert g.row_order is not None
-    q, k, v = qkv(90, 90, 2, 8, gen)
-    exp = transformer_attention(iognn.Graph(ei, 90), q, k, v)
-    assert_same_grads(transformer_attention(g, q, k, v), exp, (q, k, v), torch.randn_like(exp))
+    inputs = v.input_sets[0](90, 90, 2, 8, gen)
+    exp = v.attention(iognn.Graph(ei, 90), *inputs)
+    assert_same_grads(v.attention(g, *inputs), exp, inputs, torch.randn_like(exp))
 
 
-def test_duplicate_edges_count_in_the_softmax():
+def duplicate_edge_inputs(variant):
+    """The inputs and keyword arguments that score source 1 at 1 and source 2 at the returned
+    score for destination 0, with values 3, 5, 7 for sources 0, 1, 2."""
+    values = torch.tensor([[[3.0]], [[5.0]], [[7.0]]], dtype=torch.float64)
+    if variant == "transformer":
+        q = torch.tensor([[[1.0]], [[2.0]], [[0.0]]], dtype=torch.float64)
+        k = torch.tensor([[[0.5]], [[1.0]], [[-1.0]]], dtype=torch.float64)
+        return (q, k, values), {"scale": 1.0}, -1.0
+    a_src = torch.tensor([[0.5], [1.0], [-1.0]], dtype=torch.float64)
+    a_dst = torch.tensor([[0.0], [0.0], [0.0]], dtype=torch.float64)
+    return (values, a_src, a_dst), {"negative_slope": 0.5}, -0.5  # leaky_relu(-1), slope 0.5
+
+
+@every_variant
+def test_duplicate_edges_count_in_the_softmax(variant):
     # Destination 0 <- source 1 twice and source 2 once; destination 1 <- source 0.
     ei = torch.tensor([[1, 2, 1, 0], [0, 0, 0, 1]])
     g = tiled(iognn.Graph(ei, 3))
-    q = torch.tensor([[[1.0]], [[2.0]], [[0.0]]], dtype=torch.float64)
-    k = torch.tensor([[[0.5]], [[1.0]], [[-1.0]]], dtype=torch.float64)
-    v = torch.tensor([[[3.0]], [[5.0]], [[7.0]]], dtype=torch.float64)
-    w1, w2 = 2 * math.exp(1.0), math.exp(-1.0)
+    inputs, kwargs, score_2 = duplicate_edge_inputs(variant)
+    w1, w2 = 2 * math.exp(1.0), math.exp(score_2)
     expected = torch.tensor([[[(5 * w1 + 7 * w2) / (w1 + w2)]], [[3.0]], [[0.0]]],
                             dtype=torch.float64)
-    torch.testing.assert_close(transformer_attention(g, q, k, v, scale=1.0), expected)
+    torch.testing.assert_close(TILE_VARIANTS[variant].attention(g, *inputs, **kwargs), expected)
 
 
-def test_results_are_deterministic_for_any_thread_count():
+@every_variant
+def test_results_are_deterministic_for_any_thread_count(variant):
+    v = TILE_VARIANTS[variant]
     gen = torch.Generator().manual_seed(8)
     ei = torch.randint(0, 400, (2, 6000), generator=gen)
     g = tiled(iognn.Graph(ei, 400))
-    q, k, v = qkv(400, 400, 2, 16, gen, torch.float32)
+    inputs = v.input_sets[0](400, 400, 2, 16, gen, torch.float32)
     threads = torch.get_num_threads()
     runs = []
     try:
         for count in (threads, threads, 1):
             torch.set_num_threads(count)
-            out = transformer_attention(g, q, k, v)
-            runs.append((out, *torch.autograd.grad(out.square().sum(), (q, k, v))))
+            out = v.attention(g, *inputs)
+            runs.append((out, *torch.autograd.grad(out.square().sum(), inputs)))
     finally:
         torch.set_num_threads(threads)
     for run in runs[1:]:
@@ -147,30 +238,36 @@ def test_results_are_deterministic_for_any_thread_count():
             assert torch.equal(a, b)
 
 
+@every_variant
 @pytest.mark.parametrize("tiles_forward,tiles_backward", [(True, False), (False, True)])
-def test_either_backward_follows_either_forward(tiles_forward, tiles_backward):
+def test_either_backward_follows_either_forward(tiles_forward, tiles_backward, variant):
+    v = TILE_VARIANTS[variant]
     gen = torch.Generator().manual_seed(9)
     ei = torch.randint(0, 60, (2, 500), generator=gen)
     g = iognn.Graph(ei, 60)
-    q, k, v = qkv(60, 60, 4, 8, gen)
-    exp = transformer_attention(g, q, k, v)
-    got = attention_tiles.tile_transformer(g, q, k, v, 1 / math.sqrt(8), tiles_forward,
-                                           tiles_backward)
-    assert_same_grads(got, exp, (q, k, v), torch.randn_like(exp))
+    inputs = v.input_sets[0](60, 60, 4, 8, gen)
+    exp = v.attention(g, *inputs)
+    got = v.tile(g, inputs, tiles_forward, tiles_backward)
+    assert_same_grads(got, exp, inputs, torch.randn_like(exp))
 
 
-def test_the_policy_decides_and_plans_are_reported():
+@every_variant
+def test_the_policy_decides_and_plans_are_reported(variant):
+    v = TILE_VARIANTS[variant]
     gen = torch.Generator().manual_seed(2)
     ei = torch.randint(0, 100, (2, 800), generator=gen)
     g = iognn.Graph(ei, 100)
-    q, k, v = qkv(100, 100, 2, 8, gen, torch.float32)
-    assert attention_tiles.choose(g, q, k, v, 0.5) == (False, False)  # default: CSR
+    inputs = v.input_sets[0](100, 100, 2, 8, gen, torch.float32)
+    assert v.choose(g, inputs) == (False, False)  # default: CSR
     tiled(g, "auto")  # on a CPU graph auto never times: the kernels are the GPU's
-    assert attention_tiles.choose(g, q, k, v, 0.5) == (False, False)
+    assert v.choose(g, inputs) == (False, False)
     tiled(g, "tiles")
-    assert attention_tiles.choose(g, q, k, v, 0.5) == (True, True)
-    (name, plan), = attention_tiles.plans(g).items()
+    assert v.choose(g, inputs) == (True, True)
+    (name, plan), = attention_tiles.plans(g, variant).items()
     assert name == "float32 H=2 C=8" and plan["forward"]["path"] == "tiles"
+    for other in TILE_VARIANTS.keys() - {variant}:
+        assert attention_tiles.plans(g, other) == {}  # each variant's plans are its own
+    assert set(g.stats["tile_plans"]) == {f"{variant} float32 H=2 C=8"}
 
 
 @pytest.mark.parametrize("kwargs", [{"dropout": 0.3}, {"return_alpha": True}, {"edge_attr": 1}])
