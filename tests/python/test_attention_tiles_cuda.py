@@ -1,4 +1,6 @@
-"""The Tensor Core kernels of the Transformer attention's tile path against fp64 references (CUDA).
+"""The Tensor Core kernels of the Transformer attention's tile path against fp64 references (CUDA),
+and the tests both variants take (two runs bitwise equal, the layer trains on the tiles),
+parametrised over them (GAT's own: test_gat_tiles_cuda.py).
 
 The reference is the fp64 CSR op on the CPU (test_attention_tiles.py checks that the tile path's
 host twin equals it). The kernels round the staged operands (bf16: 8 bits, fp16 / TF32: 11 bits),
@@ -11,7 +13,7 @@ import torch
 
 import iognn
 from iognn.ops import attention_tiles
-from iognn.ops.attention import transformer_attention
+from iognn.ops.attention import gat_attention, transformer_attention
 
 from conftest import GRAPH_CASES, sizes
 from test_propagate_cuda import poison_next
@@ -54,6 +56,28 @@ def on_tiles(g, q, k, v, grad, dtype):
     if out.numel() == 0:
         return (out,) + tuple(torch.zeros_like(t) for t in leaves)
     return (out.detach(),) + torch.autograd.grad(out, leaves, grad.to("cuda", dtype))
+
+
+def gat_heads(num_src, num_dst, H, C, seed, dtype, dst=True):
+    """GAT's (x, alpha_src, alpha_dst or None) in fp64 on the CPU, rounded to dtype."""
+    gen = torch.Generator().manual_seed(seed)
+    shapes = [(num_src, H, C), (num_src, H)] + ([(num_dst, H)] if dst else [])
+    ts = [torch.randn(s, generator=gen, dtype=torch.float64).to(dtype).double() for s in shapes]
+    return ts + ([] if dst else [None])
+
+
+def run_gat(g, xs, grad, slope, device=None, dtype=torch.float64):
+    """(out, grad_x, grad_alpha_src[, grad_alpha_dst]) of gat_attention on g, with the inputs
+    in dtype on device (the output poisoned there) or where they are."""
+    leaves = [t.to(device or t.device, dtype).requires_grad_() if t is not None else None
+              for t in xs]
+    present = [t for t in leaves if t is not None]
+    if device is not None:
+        poison_next((g.num_dst_nodes, *xs[0].shape[1:]), dtype)
+    out = gat_attention(g, *leaves, negative_slope=slope)
+    if out.numel() == 0:
+        return (out,) + tuple(torch.zeros_like(t) for t in present)
+    return (out.detach(),) + torch.autograd.grad(out, present, grad.to(out.device, dtype))
 
 
 def assert_close_to(got, exp, dtype, names=("out", "grad_query", "grad_key", "grad_value")):
@@ -104,16 +128,27 @@ def test_row_orders_and_duplicates(dtype):
     assert_close_to(on_tiles(g, q, k, v, grad, dtype), reference(ei, 500, q, k, v, grad), dtype)
 
 
+# Each variant's heads, (num_src, num_dst, H, C, seed, dtype) -> fp64 inputs on the CPU, and its
+# attention on the tiles, (graph, inputs, grad, dtype) -> (out, the inputs' gradients).
+TILE_VARIANTS = {
+    "transformer": (lambda num_src, num_dst, H, C, seed, dtype: heads(num_src, num_dst, H, C, seed),
+                    lambda g, qkv, grad, dtype: on_tiles(g, *qkv, grad, dtype)),
+    "gat": (gat_heads, lambda g, xs, grad, dtype: run_gat(g, xs, grad, 0.2, "cuda", dtype)),
+}
+
+
+@pytest.mark.parametrize("variant", list(TILE_VARIANTS))
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_two_runs_are_bitwise_equal(dtype):
+def test_two_runs_are_bitwise_equal(dtype, variant):
+    make_heads, attention = TILE_VARIANTS[variant]
     gen = torch.Generator().manual_seed(4)
     ei = torch.cat([torch.randint(0, 2000, (2, 40000), generator=gen),
                     torch.stack([torch.randint(0, 2000, (3000,), generator=gen),
                                  torch.zeros(3000, dtype=torch.long)])], 1)  # a hub row
     g = tile_graph(ei, 2000)
-    q, k, v = heads(2000, 2000, 2, 64, seed=4)
+    xs = make_heads(2000, 2000, 2, 64, 4, dtype)
     grad = torch.randn(2000, 2, 64, generator=gen, dtype=torch.float64)
-    first, second = (on_tiles(g, q, k, v, grad, dtype) for _ in range(2))
+    first, second = (attention(g, xs, grad, dtype) for _ in range(2))
     for a, b in zip(first, second):
         assert torch.equal(a, b)
 
@@ -153,16 +188,20 @@ def test_fp32_without_tf32_wide_heads_and_fp64_keep_the_csr_path():
         torch.ops.iognn.transformer_tiles_forward(*args, wide, wide, wide, 0.5)
 
 
-def test_the_layer_trains_on_the_tiles():
-    from iognn.nn import TransformerConv
+# GATConv adds self-loops: its attention runs on (and keeps its plans on) a graph of its own.
+@pytest.mark.parametrize("layer,reorder,plans_on_g", [("TransformerConv", None, True),
+                                                      ("GATConv", "rcm", False)])
+def test_the_layer_trains_on_the_tiles(layer, reorder, plans_on_g):
+    from iognn import nn
     gen = torch.Generator().manual_seed(7)
     ei = torch.randint(0, 400, (2, 5000), generator=gen)
     torch.manual_seed(0)
-    conv = TransformerConv(32, 16, heads=4).cuda().to(torch.bfloat16)
+    conv = getattr(nn, layer)(32, 16, heads=4).cuda().to(torch.bfloat16)
     x = torch.randn(400, 32, device="cuda", dtype=torch.bfloat16)
-    g, csr = tile_graph(ei, 400), iognn.Graph(ei.cuda(), 400)
+    g, csr = tile_graph(ei, 400, reorder=reorder), iognn.Graph(ei.cuda(), 400)
     out, exp = conv(x, g), conv(x, csr)
-    assert attention_tiles.plans(g)
+    if plans_on_g:
+        assert attention_tiles.plans(g)
     assert_close_to((out.detach(),), (exp.detach().double().cpu(),), torch.bfloat16)
     out.float().square().sum().backward()
     assert all(p.grad is not None and p.grad.isfinite().all() for p in conv.parameters())
