@@ -140,6 +140,58 @@ inline at::Tensor empty_like_rows(const Tensor& t) {
   return at::empty_symint({t.sym_size(0), t.sym_size(1), t.sym_size(2)}, t.options());
 }
 
+// Runs Backend's forward on Args<T, I>, T the dtype of the features ref and I that of the
+// layout's column ids: the fields every variant shares (TileForwardArgs) from the layout and the
+// outputs, the variant's own set by fill(float_tag, args).
+template <class Backend, template <typename, typename> class Args, class Fill>
+void run_forward(const typename Backend::Scope& scope, const char* op, const Tensor& ref,
+                 const LayoutArgs& L, int64_t num_dst, int64_t H, int64_t C, const Tensor& out,
+                 const Tensor& lse, Fill&& fill) {
+  dispatch_float_index(ref.scalar_type(), L.tile_cols.scalar_type(), op, [&](auto ft, auto it) {
+    using T = typename decltype(ft)::type;
+    using I = typename decltype(it)::type;
+    Args<T, I> a{};
+    static_cast<TileForwardArgs<T, I>&>(a) = {layout_view<acc_t<T>, I>(L, num_dst), H, C,
+                                              ptr<T>(out), ptr<acc_t<T>>(lse)};
+    fill(ft, a);
+    Backend::template forward<T, I>(scope, a, op);
+  });
+}
+
+// The backward's counterpart: TileBackwardArgs from both layouts, the saved out, lse and grad_out
+// (made contiguous) and a delta scratch.
+template <class Backend, template <typename, typename> class Args, class Fill>
+void run_backward(const typename Backend::Scope& scope, const char* op, const Tensor& ref,
+                  const LayoutArgs& L, const LayoutArgs& Lt, int64_t num_dst, int64_t num_src,
+                  int64_t H, int64_t C, const Tensor& out_in, const Tensor& lse_in,
+                  const Tensor& grad_out_in, Fill&& fill) {
+  const Tensor out = out_in.contiguous(), lse = lse_in.contiguous(),
+               grad_out = grad_out_in.contiguous();
+  Tensor delta = at::empty({num_dst, H}, lse.options());
+  dispatch_float_index(ref.scalar_type(), L.tile_cols.scalar_type(), op, [&](auto ft, auto it) {
+    using T = typename decltype(ft)::type;
+    using I = typename decltype(it)::type;
+    using acc = acc_t<T>;
+    Args<T, I> a{};
+    static_cast<TileBackwardArgs<T, I>&>(a) = {
+        layout_view<acc, I>(L, num_dst), layout_view<acc, I>(Lt, num_src), cptr<T>(out),
+        cptr<T>(grad_out), cptr<acc>(lse), H, C, ptr<acc>(delta)};
+    fill(ft, a);
+    Backend::template backward<T, I>(scope, a, op);
+  });
+}
+
+// The Transformer's inputs and scale, in its forward's or backward's arguments (float tag ft).
+template <class FloatTag, class Args>
+void set_transformer_inputs(FloatTag, Args& a, const Tensor& query, const Tensor& key,
+                            const Tensor& value, double scale) {
+  using T = typename FloatTag::type;
+  a.query = rows_of<T>(query);
+  a.key = rows_of<T>(key);
+  a.value = rows_of<T>(value);
+  a.scale = scale;
+}
+
 template <class Backend>
 struct TransformerTileOps {
   static std::tuple<Tensor, Tensor> forward(const Tensor& window_ptr, const Tensor& tile_cols,
@@ -162,17 +214,9 @@ struct TransformerTileOps {
       const typename Backend::Scope scope(query_in);
       const Tensor query = attention::dense_rows(query_in), key = attention::dense_rows(key_in),
                    value = attention::dense_rows(value_in);
-      dispatch_float_index(query.scalar_type(), tile_cols.scalar_type(), op,
-                           [&](auto ft, auto it) {
-        using T = typename decltype(ft)::type;
-        using I = typename decltype(it)::type;
-        Backend::template forward<T, I>(
-            scope, TileAttentionForward<T, I>{layout_view<acc_t<T>, I>(L, num_dst),
-                                              rows_of<T>(query), rows_of<T>(key),
-                                              rows_of<T>(value), H, C, scale, ptr<T>(out),
-                                              ptr<acc_t<T>>(lse)},
-            op);
-      });
+      run_forward<Backend, TileAttentionForward>(
+          scope, op, query, L, num_dst, H, C, out, lse,
+          [&](auto ft, auto& a) { set_transformer_inputs(ft, a, query, key, value, scale); });
       return {out, lse};
     }
   }
@@ -203,22 +247,16 @@ struct TransformerTileOps {
       if (num_dst == 0 && num_src == 0) return {grad_query, grad_key, grad_value};
       const typename Backend::Scope scope(query_in);
       const Tensor query = attention::dense_rows(query_in), key = attention::dense_rows(key_in),
-                   value = attention::dense_rows(value_in), out = out_in.contiguous(),
-                   lse = lse_in.contiguous(), grad_out = grad_out_in.contiguous();
-      Tensor delta = at::empty({num_dst, H}, lse.options());
-      dispatch_float_index(query.scalar_type(), tile_cols.scalar_type(), op,
-                           [&](auto ft, auto it) {
-        using T = typename decltype(ft)::type;
-        using I = typename decltype(it)::type;
-        using acc = acc_t<T>;
-        Backend::template backward<T, I>(
-            scope, TileAttentionBackward<T, I>{
-                       layout_view<acc, I>(L, num_dst), layout_view<acc, I>(Lt, num_src),
-                       rows_of<T>(query), rows_of<T>(key), rows_of<T>(value), cptr<T>(out),
-                       cptr<T>(grad_out), cptr<acc>(lse), H, C, scale, ptr<acc>(delta),
-                       ptr<T>(grad_query), ptr<T>(grad_key), ptr<T>(grad_value)},
-            op);
-      });
+                   value = attention::dense_rows(value_in);
+      run_backward<Backend, TileAttentionBackward>(
+          scope, op, query, L, Lt, num_dst, num_src, H, C, out_in, lse_in, grad_out_in,
+          [&](auto ft, auto& a) {
+            using T = typename decltype(ft)::type;
+            set_transformer_inputs(ft, a, query, key, value, scale);
+            a.grad_query = ptr<T>(grad_query);
+            a.grad_key = ptr<T>(grad_key);
+            a.grad_value = ptr<T>(grad_value);
+          });
       return {grad_query, grad_key, grad_value};
     }
   }
@@ -236,6 +274,17 @@ inline std::pair<int64_t, int64_t> check_gat_inputs(const char* op, const Tensor
     attention::check_float_tensor(op, "alpha_dst", *alpha_dst, {num_dst, H},
                                   {"rows (destination nodes)", "heads"}, x, "x");
   return {H, C};
+}
+
+// GAT's inputs and negative slope, in its forward's or backward's arguments.
+template <class FloatTag, class Args>
+void set_gat_inputs(FloatTag, Args& a, const Tensor& x, const Tensor& alpha_src,
+                    const OptTensor& alpha_dst, double negative_slope) {
+  using T = typename FloatTag::type;
+  a.x = rows_of<T>(x);
+  a.a_src = rows_of<T>(alpha_src);
+  a.a_dst = optional_rows_of<T>(alpha_dst);
+  a.negative_slope = negative_slope;
 }
 
 template <class Backend>
@@ -260,15 +309,11 @@ struct GatTileOps {
       const typename Backend::Scope scope(x_in);
       const Tensor x = attention::dense_rows(x_in), alpha_src = attention::dense_rows(alpha_src_in);
       const OptTensor alpha_dst = attention::dense_rows(alpha_dst_in);
-      dispatch_float_index(x.scalar_type(), tile_cols.scalar_type(), op, [&](auto ft, auto it) {
-        using T = typename decltype(ft)::type;
-        using I = typename decltype(it)::type;
-        Backend::template forward<T, I>(
-            scope, GatTileForward<T, I>{layout_view<acc_t<T>, I>(L, num_dst), rows_of<T>(x),
-                                        rows_of<T>(alpha_src), optional_rows_of<T>(alpha_dst), H,
-                                        C, negative_slope, ptr<T>(out), ptr<acc_t<T>>(lse)},
-            op);
-      });
+      run_forward<Backend, GatTileForward>(
+          scope, op, x, L, num_dst, H, C, out, lse,
+          [&](auto ft, auto& a) {
+            set_gat_inputs(ft, a, x, alpha_src, alpha_dst, negative_slope);
+          });
       return {out, lse};
     }
   }
@@ -293,33 +338,24 @@ struct GatTileOps {
       const int64_t num_dst = out_in.size(0);
       const auto hc = check_gat_inputs(op, x_in, alpha_src_in, alpha_dst_in, num_dst);
       const int64_t H = hc.first, C = hc.second, num_src = x_in.size(0);
-      check_backward(op, forward_layout(window_ptr, tile_cols, row_order, counts),
-                     transposed_layout(window_ptr_t, tile_cols_t, row_order_t, counts_t), num_dst,
-                     num_src, H, C, out_in, lse_in, grad_out_in, x_in, "x");
+      const LayoutArgs L = forward_layout(window_ptr, tile_cols, row_order, counts);
+      const LayoutArgs Lt = transposed_layout(window_ptr_t, tile_cols_t, row_order_t, counts_t);
+      check_backward(op, L, Lt, num_dst, num_src, H, C, out_in, lse_in, grad_out_in, x_in, "x");
       Tensor grad_x, grad_alpha_src, grad_alpha_dst;
       std::tie(grad_x, grad_alpha_src, grad_alpha_dst) = outputs();
       if (num_dst == 0 && num_src == 0) return {grad_x, grad_alpha_src, grad_alpha_dst};
       const typename Backend::Scope scope(x_in);
-      const Tensor x = attention::dense_rows(x_in), alpha_src = attention::dense_rows(alpha_src_in),
-                   out = out_in.contiguous(), lse = lse_in.contiguous(),
-                   grad_out = grad_out_in.contiguous();
+      const Tensor x = attention::dense_rows(x_in), alpha_src = attention::dense_rows(alpha_src_in);
       const OptTensor alpha_dst = attention::dense_rows(alpha_dst_in);
-      Tensor delta = at::empty({num_dst, H}, lse.options());
-      const LayoutArgs L = forward_layout(window_ptr, tile_cols, row_order, counts);
-      const LayoutArgs Lt = transposed_layout(window_ptr_t, tile_cols_t, row_order_t, counts_t);
-      dispatch_float_index(x.scalar_type(), tile_cols.scalar_type(), op, [&](auto ft, auto it) {
-        using T = typename decltype(ft)::type;
-        using I = typename decltype(it)::type;
-        using acc = acc_t<T>;
-        Backend::template backward<T, I>(
-            scope, GatTileBackward<T, I>{
-                       layout_view<acc, I>(L, num_dst), layout_view<acc, I>(Lt, num_src),
-                       rows_of<T>(x), rows_of<T>(alpha_src), optional_rows_of<T>(alpha_dst),
-                       cptr<T>(out), cptr<T>(grad_out), cptr<acc>(lse), H, C, negative_slope,
-                       ptr<acc>(delta), ptr<T>(grad_x), ptr<T>(grad_alpha_src),
-                       alpha_dst ? ptr<T>(grad_alpha_dst) : nullptr},
-            op);
-      });
+      run_backward<Backend, GatTileBackward>(
+          scope, op, x, L, Lt, num_dst, num_src, H, C, out_in, lse_in, grad_out_in,
+          [&](auto ft, auto& a) {
+            using T = typename decltype(ft)::type;
+            set_gat_inputs(ft, a, x, alpha_src, alpha_dst, negative_slope);
+            a.grad_x = ptr<T>(grad_x);
+            a.grad_a_src = ptr<T>(grad_alpha_src);
+            a.grad_a_dst = alpha_dst ? ptr<T>(grad_alpha_dst) : nullptr;
+          });
       return {grad_x, grad_alpha_src, grad_alpha_dst};
     }
   }

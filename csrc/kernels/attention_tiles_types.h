@@ -62,54 +62,53 @@ struct TileLayoutView {
   int64_t num_rows;           // rows the windows cover (destinations, or sources when transposed)
 };
 
+// What every variant's forward takes besides its inputs and parameter.
 template <typename T, typename index_t>
-struct TileAttentionForward {
+struct TileForwardArgs {
   TileLayoutView<acc_t<T>, index_t> layout;  // windows of destinations
-  NodeRows<T> query;                         // [num_dst, H, C]
-  NodeRows<T> key, value;                    // [num_src, H, C]
   int64_t heads, channels;
-  double scale;
   T* out;          // [num_dst, H, C] contiguous
   acc_t<T>* lse;   // [num_dst, H]
 };
 
+// What every variant's backward takes besides its inputs, parameter and gradients.
 template <typename T, typename index_t>
-struct TileAttentionBackward {
-  TileLayoutView<acc_t<T>, index_t> layout;      // windows of destinations (dQ)
-  TileLayoutView<acc_t<T>, index_t> transposed;  // windows of sources (dK, dV)
-  NodeRows<T> query, key, value;
+struct TileBackwardArgs {
+  TileLayoutView<acc_t<T>, index_t> layout;      // windows of destinations (their rows' grads)
+  TileLayoutView<acc_t<T>, index_t> transposed;  // windows of sources (the values', their rows')
   const T* out;        // [num_dst, H, C] contiguous
   const T* grad_out;   // [num_dst, H, C] contiguous
   const acc_t<T>* lse; // [num_dst, H]
   int64_t heads, channels;
+  acc_t<T>* delta;     // [num_dst, H] scratch: D, written by the rows' pass, read by the sources'
+};
+
+template <typename T, typename index_t>
+struct TileAttentionForward : TileForwardArgs<T, index_t> {
+  NodeRows<T> query;       // [num_dst, H, C]
+  NodeRows<T> key, value;  // [num_src, H, C]
   double scale;
-  acc_t<T>* delta;     // [num_dst, H] scratch: D, written by the dQ pass, read by the dK/dV pass
+};
+
+template <typename T, typename index_t>
+struct TileAttentionBackward : TileBackwardArgs<T, index_t> {  // rows: dQ; sources: dK, dV
+  NodeRows<T> query, key, value;
+  double scale;
   T *grad_query, *grad_key, *grad_value;  // contiguous
 };
 
 template <typename T, typename index_t>
-struct GatTileForward {
-  TileLayoutView<acc_t<T>, index_t> layout;  // windows of destinations
-  NodeRows<T> x;                             // [num_src, H, C]: the values
-  NodeRows<T> a_src;                         // [num_src, H]
-  NodeRows<T> a_dst;                         // [num_dst, H]; data null: no destination term
-  int64_t heads, channels;
+struct GatTileForward : TileForwardArgs<T, index_t> {
+  NodeRows<T> x;      // [num_src, H, C]: the values
+  NodeRows<T> a_src;  // [num_src, H]
+  NodeRows<T> a_dst;  // [num_dst, H]; data null: no destination term
   double negative_slope;
-  T* out;          // [num_dst, H, C] contiguous
-  acc_t<T>* lse;   // [num_dst, H]
 };
 
 template <typename T, typename index_t>
-struct GatTileBackward {
-  TileLayoutView<acc_t<T>, index_t> layout;      // windows of destinations (d a_dst)
-  TileLayoutView<acc_t<T>, index_t> transposed;  // windows of sources (dx, d a_src)
-  NodeRows<T> x, a_src, a_dst;                   // a_dst.data null: no destination term
-  const T* out;        // [num_dst, H, C] contiguous
-  const T* grad_out;   // [num_dst, H, C] contiguous
-  const acc_t<T>* lse; // [num_dst, H]
-  int64_t heads, channels;
+struct GatTileBackward : TileBackwardArgs<T, index_t> {  // rows: d a_dst; sources: dx, d a_src
+  NodeRows<T> x, a_src, a_dst;  // a_dst.data null: no destination term
   double negative_slope;
-  acc_t<T>* delta;     // [num_dst, H] scratch, as for the Transformer
   T *grad_x, *grad_a_src;  // contiguous
   T* grad_a_dst;           // contiguous; null without a_dst
 };
