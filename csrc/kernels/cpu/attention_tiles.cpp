@@ -144,62 +144,77 @@ struct GatScores {
   };
 };
 
+// Every (window, head) of layout L, over the threads: each thread makes its body with make_body()
+// (the body owns the thread's scratch) and a V::Window<kDst> of rows; per window w and head h the
+// rows are loaded and body(rows, w, ids, n, h) runs (ids: the window's n rows).
+template <bool kDst, class V, typename acc, typename I, class MakeBody>
+void for_each_window_head(const V& v, const TileLayoutView<acc, I>& L, int64_t H,
+                          MakeBody&& make_body) {
+  parallel_for(0, num_tile_windows(L.num_rows), 1, [&](int64_t lo, int64_t hi) {
+    typename V::template Window<kDst> rows(v);
+    auto body = make_body();
+    int64_t ids[kTileRows];
+    for (int64_t w = lo; w < hi; ++w) {
+      const int64_t n = window_rows(L, w, ids);
+      for (int64_t h = 0; h < H; ++h) {
+        rows.load(ids, n, h);
+        body(rows, w, ids, n, h);
+      }
+    }
+  });
+}
+
 // out and lse of every destination row.
 template <class V, typename T, typename I>
 void window_forward(const V& v, const TileLayoutView<acc_t<T>, I>& L, int64_t H, int64_t C, T* out,
                    acc_t<T>* lse) {
   using acc = acc_t<T>;
   const NodeRows<T> values = v.values();
-  parallel_for(0, num_tile_windows(L.num_rows), 1, [&](int64_t lo, int64_t hi) {
-    typename V::template Window<true> rows(v);
-    std::vector<acc> o(kTileRows * C), s(kTileSlots);
-    acc m[kTileRows], l[kTileRows];
-    int64_t ids[kTileRows];
-    for (int64_t w = lo; w < hi; ++w) {
-      const int64_t n = window_rows(L, w, ids);
-      for (int64_t h = 0; h < H; ++h) {
-        rows.load(ids, n, h);
-        std::fill(m, m + n, kNegInf<acc>);
-        std::fill(l, l + n, acc(0));
-        std::fill(o.begin(), o.end(), acc(0));
-        for (int64_t t = L.window_ptr[w]; t < L.window_ptr[w + 1]; ++t) {
-          const int64_t width = tile_width(L, t);
-          // The tile's scores, then one rescale per row whose running max grows.
-          for (int64_t c = 0; c < width; ++c) {
-            const int64_t j = L.tile_cols[t * kTileCols + c];
-            for (int64_t r = 0; r < n; ++r)
-              if (slot_count(L, t, r, c) != acc(0)) s[r * kTileCols + c] = rows.score(r, j, h);
-          }
-          for (int64_t r = 0; r < n; ++r) {
-            acc tile_max = kNegInf<acc>;
-            for (int64_t c = 0; c < width; ++c)
-              if (slot_count(L, t, r, c) != acc(0)) tile_max = std::max(tile_max, s[r * kTileCols + c]);
-            if (!(tile_max > m[r])) continue;
-            const acc f = m[r] == kNegInf<acc> ? acc(0) : std::exp(m[r] - tile_max);
-            l[r] *= f;
-            for (int64_t k = 0; k < C; ++k) o[r * C + k] *= f;
-            m[r] = tile_max;
-          }
-          for (int64_t c = 0; c < width; ++c) {
-            const T* value = values.at(int64_t(L.tile_cols[t * kTileCols + c]), h, C);
-            for (int64_t r = 0; r < n; ++r) {
-              const acc count = slot_count(L, t, r, c);
-              if (count == acc(0)) continue;
-              const acc p = count * std::exp(s[r * kTileCols + c] - m[r]);
-              l[r] += p;
-              add_scaled_row(value, p, C, o.data() + r * C);
-            }
-          }
+  for_each_window_head<true>(v, L, H, [&] {
+    return [&, o = std::vector<acc>(kTileRows * C), s = std::vector<acc>(kTileSlots)](
+               auto& rows, int64_t w, const int64_t* ids, int64_t n, int64_t h) mutable {
+      acc m[kTileRows], l[kTileRows];
+      std::fill(m, m + n, kNegInf<acc>);
+      std::fill(l, l + n, acc(0));
+      std::fill(o.begin(), o.end(), acc(0));
+      for (int64_t t = L.window_ptr[w]; t < L.window_ptr[w + 1]; ++t) {
+        const int64_t width = tile_width(L, t);
+        // The tile's scores, then one rescale per row whose running max grows.
+        for (int64_t c = 0; c < width; ++c) {
+          const int64_t j = L.tile_cols[t * kTileCols + c];
+          for (int64_t r = 0; r < n; ++r)
+            if (slot_count(L, t, r, c) != acc(0)) s[r * kTileCols + c] = rows.score(r, j, h);
         }
         for (int64_t r = 0; r < n; ++r) {
-          const int64_t i = ids[r];
-          T* dst = out + (i * H + h) * C;
-          for (int64_t k = 0; k < C; ++k)
-            store(dst + k, l[r] > acc(0) ? o[r * C + k] / l[r] : acc(0));
-          lse[i * H + h] = l[r] > acc(0) ? m[r] + std::log(l[r]) : kNegInf<acc>;
+          acc tile_max = kNegInf<acc>;
+          for (int64_t c = 0; c < width; ++c)
+            if (slot_count(L, t, r, c) != acc(0))
+              tile_max = std::max(tile_max, s[r * kTileCols + c]);
+          if (!(tile_max > m[r])) continue;
+          const acc f = m[r] == kNegInf<acc> ? acc(0) : std::exp(m[r] - tile_max);
+          l[r] *= f;
+          for (int64_t k = 0; k < C; ++k) o[r * C + k] *= f;
+          m[r] = tile_max;
+        }
+        for (int64_t c = 0; c < width; ++c) {
+          const T* value = values.at(int64_t(L.tile_cols[t * kTileCols + c]), h, C);
+          for (int64_t r = 0; r < n; ++r) {
+            const acc count = slot_count(L, t, r, c);
+            if (count == acc(0)) continue;
+            const acc p = count * std::exp(s[r * kTileCols + c] - m[r]);
+            l[r] += p;
+            add_scaled_row(value, p, C, o.data() + r * C);
+          }
         }
       }
-    }
+      for (int64_t r = 0; r < n; ++r) {
+        const int64_t i = ids[r];
+        T* dst = out + (i * H + h) * C;
+        for (int64_t k = 0; k < C; ++k)
+          store(dst + k, l[r] > acc(0) ? o[r * C + k] / l[r] : acc(0));
+        lse[i * H + h] = l[r] > acc(0) ? m[r] + std::log(l[r]) : kNegInf<acc>;
+      }
+    };
   });
 }
 
@@ -214,76 +229,64 @@ void window_backward(const V& v, const Args& a, T* grad_value) {
 
   // Over the windows of destinations.
   const TileLayoutView<acc, I>& L = a.layout;
-  parallel_for(0, num_tile_windows(L.num_rows), 1, [&](int64_t lo, int64_t hi) {
-    typename V::template Window<true> rows(v);
-    std::vector<acc> g(kTileRows * C);
-    acc lse[kTileRows], D[kTileRows];
-    int64_t ids[kTileRows];
-    for (int64_t w = lo; w < hi; ++w) {
-      const int64_t n = window_rows(L, w, ids);
-      for (int64_t h = 0; h < H; ++h) {
-        rows.load(ids, n, h);
-        for (int64_t r = 0; r < n; ++r) {
-          const int64_t i = ids[r];
-          load_row(grad_row(i, h), C, g.data() + r * C);
-          D[r] = dot_row(g.data() + r * C, a.out + (i * H + h) * C, C);
-          a.delta[i * H + h] = D[r];
-          lse[r] = a.lse[i * H + h];
-        }
-        for (int64_t t = L.window_ptr[w]; t < L.window_ptr[w + 1]; ++t) {
-          const int64_t width = tile_width(L, t);
-          for (int64_t c = 0; c < width; ++c) {
-            const int64_t j = L.tile_cols[t * kTileCols + c];
-            const T* value = values.at(j, h, C);
-            for (int64_t r = 0; r < n; ++r) {
-              const acc count = slot_count(L, t, r, c);
-              if (count == acc(0)) continue;
-              const acc p = count * std::exp(rows.score(r, j, h) - lse[r]);
-              const acc ds = p * (dot_row(g.data() + r * C, value, C) - D[r]);
-              rows.add_grad(r, j, h, ds);
-            }
+  for_each_window_head<true>(v, L, H, [&] {
+    return [&, g = std::vector<acc>(kTileRows * C)](auto& rows, int64_t w, const int64_t* ids,
+                                                     int64_t n, int64_t h) mutable {
+      acc lse[kTileRows], D[kTileRows];
+      for (int64_t r = 0; r < n; ++r) {
+        const int64_t i = ids[r];
+        load_row(grad_row(i, h), C, g.data() + r * C);
+        D[r] = dot_row(g.data() + r * C, a.out + (i * H + h) * C, C);
+        a.delta[i * H + h] = D[r];
+        lse[r] = a.lse[i * H + h];
+      }
+      for (int64_t t = L.window_ptr[w]; t < L.window_ptr[w + 1]; ++t) {
+        const int64_t width = tile_width(L, t);
+        for (int64_t c = 0; c < width; ++c) {
+          const int64_t j = L.tile_cols[t * kTileCols + c];
+          const T* value = values.at(j, h, C);
+          for (int64_t r = 0; r < n; ++r) {
+            const acc count = slot_count(L, t, r, c);
+            if (count == acc(0)) continue;
+            const acc p = count * std::exp(rows.score(r, j, h) - lse[r]);
+            const acc ds = p * (dot_row(g.data() + r * C, value, C) - D[r]);
+            rows.add_grad(r, j, h, ds);
           }
         }
-        rows.store_grads(ids, n, h);
       }
-    }
+      rows.store_grads(ids, n, h);
+    };
   });
 
   // Over the windows of sources; the columns are destinations.
   const TileLayoutView<acc, I>& Lt = a.transposed;
-  parallel_for(0, num_tile_windows(Lt.num_rows), 1, [&](int64_t lo, int64_t hi) {
-    typename V::template Window<false> rows(v);
-    std::vector<acc> val(kTileRows * C), dv(kTileRows * C);
-    int64_t ids[kTileRows];
-    for (int64_t w = lo; w < hi; ++w) {
-      const int64_t n = window_rows(Lt, w, ids);
-      for (int64_t h = 0; h < H; ++h) {
-        rows.load(ids, n, h);
-        for (int64_t r = 0; r < n; ++r) load_row(values.at(ids[r], h, C), C, val.data() + r * C);
-        std::fill(dv.begin(), dv.end(), acc(0));
-        for (int64_t t = Lt.window_ptr[w]; t < Lt.window_ptr[w + 1]; ++t) {
-          const int64_t width = tile_width(Lt, t);
-          for (int64_t c = 0; c < width; ++c) {
-            const int64_t i = Lt.tile_cols[t * kTileCols + c];
-            const T* g = grad_row(i, h);
-            const acc lse = a.lse[i * H + h], D = a.delta[i * H + h];
-            for (int64_t r = 0; r < n; ++r) {
-              const acc count = slot_count(Lt, t, r, c);
-              if (count == acc(0)) continue;
-              const acc p = count * std::exp(rows.score(r, i, h) - lse);
-              const acc ds = p * (dot_row(val.data() + r * C, g, C) - D);
-              add_scaled_row(g, p, C, dv.data() + r * C);
-              rows.add_grad(r, i, h, ds);
-            }
+  for_each_window_head<false>(v, Lt, H, [&] {
+    return [&, val = std::vector<acc>(kTileRows * C), dv = std::vector<acc>(kTileRows * C)](
+               auto& rows, int64_t w, const int64_t* ids, int64_t n, int64_t h) mutable {
+      for (int64_t r = 0; r < n; ++r) load_row(values.at(ids[r], h, C), C, val.data() + r * C);
+      std::fill(dv.begin(), dv.end(), acc(0));
+      for (int64_t t = Lt.window_ptr[w]; t < Lt.window_ptr[w + 1]; ++t) {
+        const int64_t width = tile_width(Lt, t);
+        for (int64_t c = 0; c < width; ++c) {
+          const int64_t i = Lt.tile_cols[t * kTileCols + c];
+          const T* g = grad_row(i, h);
+          const acc lse = a.lse[i * H + h], D = a.delta[i * H + h];
+          for (int64_t r = 0; r < n; ++r) {
+            const acc count = slot_count(Lt, t, r, c);
+            if (count == acc(0)) continue;
+            const acc p = count * std::exp(rows.score(r, i, h) - lse);
+            const acc ds = p * (dot_row(val.data() + r * C, g, C) - D);
+            add_scaled_row(g, p, C, dv.data() + r * C);
+            rows.add_grad(r, i, h, ds);
           }
         }
-        rows.store_grads(ids, n, h);
-        for (int64_t r = 0; r < n; ++r) {
-          T* dst = grad_value + (ids[r] * H + h) * C;
-          for (int64_t x = 0; x < C; ++x) store(dst + x, dv[r * C + x]);
-        }
       }
-    }
+      rows.store_grads(ids, n, h);
+      for (int64_t r = 0; r < n; ++r) {
+        T* dst = grad_value + (ids[r] * H + h) * C;
+        for (int64_t x = 0; x < C; ++x) store(dst + x, dv[r * C + x]);
+      }
+    };
   });
 }
 
