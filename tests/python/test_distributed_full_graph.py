@@ -249,3 +249,33 @@ def test_command_line_for_torchrun():
                                                                "usage_error", "run")} == \
         {k: v for k, v in vars(args).items() if k not in ("nproc", "argument_parser",
                                                           "usage_error", "run")}
+
+
+class _TakesEdges(torch.nn.Module):
+    """A model called like a full-graph one: it keeps the edge_index it was given."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 2)
+        self.seen = None
+
+    def forward(self, x, edge_index):
+        self.seen = edge_index
+        return self.lin(x)
+
+
+def test_data_parallel_leaves_the_inputs_where_they_are(tmp_path):
+    """Full-graph DDP has no device_ids: with them DDP copies every call's tensor arguments (the
+    host-side graph.edge_index among them) to the device each step."""
+    import torch.distributed as dist
+    from iognn.distributed import data_parallel
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0,
+                            world_size=1)
+    try:
+        model = data_parallel(_TakesEdges())
+        assert model.device_ids is None
+        edge_index = torch.zeros(2, 5, dtype=torch.long)
+        assert model(torch.ones(4, 3), edge_index).shape == (4, 2)
+        assert model.module.seen is edge_index
+    finally:
+        dist.destroy_process_group()
