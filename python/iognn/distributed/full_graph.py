@@ -267,7 +267,12 @@ class HaloConv(torch.nn.Module):
         check_static("GATConv", x)
         heads, width = conv.heads, conv.heads * conv.out_channels
         res = conv.res(x) if conv.res is not None else None
-        h, _, alpha_src, alpha_dst = conv._project(x, x)
+        rows = conv._projected_rows(x, x)
+        if rows is not None:  # [h | alpha_src] are sent as the GEMM wrote them: no copy
+            sent, alpha_dst = rows.split([width + heads, heads], dim=1)
+        else:
+            h, _, alpha_src, alpha_dst = conv._project(x, x)
+            sent = torch.cat([h.reshape(-1, width), alpha_src], dim=1)
 
         def block(graph, sources, dst):
             h_src, alpha = sources.split([width, heads], dim=1)
@@ -277,8 +282,8 @@ class HaloConv(torch.nn.Module):
                                 alpha_dst[dst], negative_slope=conv.negative_slope,
                                 dropout=conv.dropout if conv.training else 0.0)
             return conv._output(out, None, None if res is None else res[dst], adj, graph)
-        return self._rows(torch.cat([h.reshape(-1, width), alpha_src], dim=1),
-                          SelfLoops.REPLACE if conv.add_self_loops else SelfLoops.KEEP, block)
+        return self._rows(sent, SelfLoops.REPLACE if conv.add_self_loops else SelfLoops.KEEP,
+                          block)
 
     def extra_repr(self) -> str:
         return (f"rank={self.graph.plan.rank}, world_size={self.graph.plan.world_size}, "

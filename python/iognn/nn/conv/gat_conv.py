@@ -120,12 +120,9 @@ class GATConv(GATModule):
         H, C = self.heads, self.out_channels
         lin_src = self.lin if self.lin is not None else self.lin_src
         lin_dst = self.lin if self.lin is not None else self.lin_dst
-        if (x_dst is x_src and lin_dst is lin_src and lin_src.bias is None
-                and not isinstance(lin_src.weight, UninitializedParameter)):
-            w = lin_src.weight
-            w_att = self._att_weights(w, torch.cat([self.att_src, self.att_dst], dim=1))
-            h, alpha_src, alpha_dst = torch.nn.functional.linear(
-                x_src, torch.cat([w, w_att])).split([H * C, H, H], dim=1)
+        rows = self._projected_rows(x_src, x_dst)
+        if rows is not None:
+            h, alpha_src, alpha_dst = rows.split([H * C, H, H], dim=1)
             h = h.view(-1, H, C)
             return h, h, alpha_src, alpha_dst
         h_src = lin_src(x_src).view(-1, H, C)  # first: initialises a lazy weight
@@ -139,6 +136,19 @@ class GATConv(GATModule):
         h_dst = lin_dst(x_dst).view(-1, H, C)
         return (h_src, h_dst, self._logits(x_src, lin_src, self.att_src),
                 self._logits(x_dst, lin_dst, self.att_dst))
+
+    def _projected_rows(self, x_src: Tensor, x_dst: Optional[Tensor]) -> Optional[Tensor]:
+        """``[h | alpha_src | alpha_dst]`` ``[N, H * C + 2 H]`` from one GEMM against
+        ``[W; W^T att_src; W^T att_dst]`` when one projection without bias serves both sides (a
+        plain ``x``, a materialised weight), else None."""
+        lin_src = self.lin if self.lin is not None else self.lin_src
+        lin_dst = self.lin if self.lin is not None else self.lin_dst
+        if (x_dst is not x_src or lin_dst is not lin_src or lin_src.bias is not None
+                or isinstance(lin_src.weight, UninitializedParameter)):
+            return None
+        w = lin_src.weight
+        w_att = self._att_weights(w, torch.cat([self.att_src, self.att_dst], dim=1))
+        return torch.nn.functional.linear(x_src, torch.cat([w, w_att]))
 
     def _att_weights(self, weight: Tensor, att: Tensor) -> Tensor:
         """``W^T a`` for each ``[1, H, C]`` vector a stacked along dim 1 of att (``[1, k * H, C]``):
