@@ -1,4 +1,4 @@
-// The tile path of the attention (Transformer, GAT): schemas, the host backend and the Meta
+// The tile path of the attention (Transformer, GAT, GATv2): schemas, the host backend and the Meta
 // kernels. Op bodies: binding/attention_tiles_ops.h; contract: kernels/attention_tiles_types.h;
 // the CUDA backend: binding/cuda/attention_tiles.cpp; autograd and the choice of path:
 // python/iognn/ops/attention_tiles.py.
@@ -45,6 +45,16 @@ TORCH_LIBRARY_FRAGMENT(iognn, m) {
       "Tensor counts_t, Tensor x, Tensor alpha_src, Tensor? alpha_dst, Tensor out, Tensor lse, "
       "Tensor grad_out, float negative_slope) -> (Tensor grad_x, Tensor grad_alpha_src, "
       "Tensor grad_alpha_dst)");
+  m.def(
+      "gatv2_tiles_forward(Tensor window_ptr, Tensor tile_cols, Tensor? row_order, "
+      "Tensor counts, Tensor x_src, Tensor x_dst, Tensor att, float negative_slope) -> "
+      "(Tensor out, Tensor lse)");
+  m.def(
+      "gatv2_tiles_backward(Tensor window_ptr, Tensor tile_cols, Tensor? row_order, "
+      "Tensor counts, Tensor window_ptr_t, Tensor tile_cols_t, Tensor? row_order_t, "
+      "Tensor counts_t, Tensor x_src, Tensor x_dst, Tensor att, Tensor out, Tensor lse, "
+      "Tensor grad_out, float negative_slope) -> (Tensor grad_x_src, Tensor grad_x_dst, "
+      "Tensor grad_att)");
 }
 
 TORCH_LIBRARY_IMPL(iognn, CPU, m) {

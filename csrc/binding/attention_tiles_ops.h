@@ -1,5 +1,6 @@
-// The tile-path ops of the attention (Transformer, GAT; contract: kernels/attention_tiles_types.h),
-// written once for every backend; schemas in binding/attention_tiles.cpp.
+// The tile-path ops of the attention (Transformer, GAT, GATv2; contract:
+// kernels/attention_tiles_types.h), written once for every backend; schemas in
+// binding/attention_tiles.cpp.
 //
 //   transformer_tiles_forward(window_ptr, tile_cols, row_order?, counts, query, key, value, scale)
 //       -> (out [num_dst, H, C], lse [num_dst, H] fp32, fp64 for fp64)
@@ -12,19 +13,26 @@
 //   gat_tiles_backward(<both layouts as above>, x, alpha_src, alpha_dst?, out, lse, grad_out,
 //                      negative_slope) -> (grad_x, grad_alpha_src, grad_alpha_dst ([0, H] without
 //                      alpha_dst))
+//   gatv2_tiles_forward(window_ptr, tile_cols, row_order?, counts, x_src, x_dst, att [H, C],
+//                       negative_slope) -> (out [num_dst, H, C], lse [num_dst, H])
+//   gatv2_tiles_backward(<both layouts as above>, x_src, x_dst, att, out, lse, grad_out,
+//                        negative_slope) -> (grad_x_src, grad_x_dst, grad_att)
 // The first layout is the destination-major one (iognn.graph.tile_layout(graph)), the `_t` one the
 // transposed (tile_layout(graph, transposed=True)); counts are the pair multiplicities of each
 // layout's slots, in the accumulation dtype. The layouts' contents (offsets, column ids) are
 // trusted: tile_layout built them from a validated Graph; their shapes, dtypes and devices are
-// checked. A Backend provides, besides its Scope,
+// checked. A variant's op checks its own inputs and hands them to the shared bodies forward_op /
+// backward_op, which fill its arguments (TileForward / TileBackward over its Inputs and Grads
+// structs) field by field. A Backend provides, besides its Scope,
 //   template <typename T, typename I, class Args> static void forward(const Scope&, const Args&, const char* op);
 //   template <typename T, typename I, class Args> static void backward(const Scope&, const Args&, const char* op);
-// for the arguments of every variant (TileAttention*, GatTile*), op naming the op in messages.
+// for the arguments of every variant, op naming the op in messages.
 #pragma once
 
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <array>
 #include <tuple>
 
 #include "binding/attention_checks.h"
@@ -140,124 +148,154 @@ inline at::Tensor empty_like_rows(const Tensor& t) {
   return at::empty_symint({t.sym_size(0), t.sym_size(1), t.sym_size(2)}, t.options());
 }
 
-// Runs Backend's forward on Args<T, I>, T the dtype of the features ref and I that of the
-// layout's column ids: the fields every variant shares (TileForwardArgs) from the layout and the
-// outputs, the variant's own set by fill(float_tag, args).
-template <class Backend, template <typename, typename> class Args, class Fill>
-void run_forward(const typename Backend::Scope& scope, const char* op, const Tensor& ref,
-                 const LayoutArgs& L, int64_t num_dst, int64_t H, int64_t C, const Tensor& out,
-                 const Tensor& lse, Fill&& fill) {
-  dispatch_float_index(ref.scalar_type(), L.tile_cols.scalar_type(), op, [&](auto ft, auto it) {
-    using T = typename decltype(ft)::type;
-    using I = typename decltype(it)::type;
-    Args<T, I> a{};
-    static_cast<TileForwardArgs<T, I>&>(a) = {layout_view<acc_t<T>, I>(L, num_dst), H, C,
-                                              ptr<T>(out), ptr<acc_t<T>>(lse)};
-    fill(ft, a);
-    Backend::template forward<T, I>(scope, a, op);
-  });
+// A variant's inputs as its op passes them to the shared bodies below: the feature rows in the
+// order of its Inputs struct's fields (kernels/attention_tiles_types.h; absent: nullopt), its
+// parameter, and the reference tensor (dtype, device) with its name for the messages.
+template <size_t N>
+struct VariantInputs {
+  std::array<OptTensor, N> rows;
+  double param;
+  const Tensor& ref;
+  const char* ref_name;
+};
+
+// The rows made dense as the kernels read them (attention::dense_rows; a row of parameters, like
+// GATv2's att, is made contiguous by its op).
+template <size_t N>
+std::array<OptTensor, N> dense(const std::array<OptTensor, N>& rows) {
+  std::array<OptTensor, N> out;
+  for (size_t k = 0; k < N; ++k) out[k] = attention::dense_rows(rows[k]);
+  return out;
 }
 
-// The backward's counterpart: TileBackwardArgs from both layouts, the saved out, lse and grad_out
-// (made contiguous) and a delta scratch.
-template <class Backend, template <typename, typename> class Args, class Fill>
-void run_backward(const typename Backend::Scope& scope, const char* op, const Tensor& ref,
-                  const LayoutArgs& L, const LayoutArgs& Lt, int64_t num_dst, int64_t num_src,
-                  int64_t H, int64_t C, const Tensor& out_in, const Tensor& lse_in,
-                  const Tensor& grad_out_in, Fill&& fill) {
+// Sets the Inputs part of a variant's arguments a (float tag ft): one field a row, in order, then
+// the parameter; and the Grads part: one pointer a gradient (null for an undefined tensor).
+template <class FloatTag, template <typename> class Inputs, class Args, size_t N>
+void set_inputs(FloatTag, Args& a, const std::array<OptTensor, N>& rows, double param) {
+  using T = typename FloatTag::type;
+  std::apply([&](const auto&... r) {
+    static_cast<Inputs<T>&>(a) = {optional_rows_of<T>(r)..., param};
+  }, rows);
+}
+template <class FloatTag, template <typename> class Grads, class Args, size_t G>
+void set_grads(FloatTag, Args& a, const std::array<Tensor, G>& grads) {
+  using T = typename FloatTag::type;
+  std::apply([&](const auto&... g) {
+    static_cast<Grads<T>&>(a) = {(g.defined() ? ptr<T>(g) : nullptr)...};
+  }, grads);
+}
+
+// Every variant's forward after its own input checks: the layout checked against num_dst rows,
+// out and lse, and Backend's kernels on TileForward<Inputs, T, I> (T the dtype of in.ref, I that
+// of the layout's column ids).
+template <class Backend, template <typename> class Inputs, size_t N>
+std::tuple<Tensor, Tensor> forward_op(const char* op, const LayoutArgs& L, int64_t num_dst,
+                                      int64_t H, int64_t C, const VariantInputs<N>& in) {
+  check_layout(op, L, num_dst, in.ref, in.ref_name);
+  Tensor out, lse;
+  std::tie(out, lse) = forward_outputs(in.ref, num_dst);
+  if (num_dst == 0) return {out, lse};
+  const typename Backend::Scope scope(in.ref);
+  const auto rows = dense(in.rows);
+  dispatch_float_index(in.ref.scalar_type(), L.tile_cols.scalar_type(), op, [&](auto ft, auto it) {
+    using T = typename decltype(ft)::type;
+    using I = typename decltype(it)::type;
+    TileForward<Inputs, T, I> a{};
+    static_cast<TileForwardArgs<T, I>&>(a) = {layout_view<acc_t<T>, I>(L, num_dst), H, C,
+                                              ptr<T>(out), ptr<acc_t<T>>(lse)};
+    set_inputs<decltype(ft), Inputs>(ft, a, rows, in.param);
+    Backend::template forward<T, I>(scope, a, op);
+  });
+  return {out, lse};
+}
+
+// Every variant's backward after its own input checks: both layouts and the saved tensors checked
+// (check_backward), then Backend's kernels on TileBackward<Inputs, Grads, T, I> with the saved
+// out, lse and grad_out (made contiguous), a delta scratch and the gradients `grads` (allocated
+// by the variant, in the order of its Grads struct's pointers); extra(ft, a) sets what else the
+// variant's arguments hold.
+template <class Backend, template <typename> class Inputs, template <typename> class Grads,
+          size_t N, size_t G, class Extra>
+void backward_op(const char* op, const LayoutArgs& L, const LayoutArgs& Lt, int64_t num_dst,
+                 int64_t num_src, int64_t H, int64_t C, const Tensor& out_in, const Tensor& lse_in,
+                 const Tensor& grad_out_in, const VariantInputs<N>& in,
+                 const std::array<Tensor, G>& grads, Extra&& extra) {
+  check_backward(op, L, Lt, num_dst, num_src, H, C, out_in, lse_in, grad_out_in, in.ref,
+                 in.ref_name);
+  if (num_dst == 0 && num_src == 0) return;
+  const typename Backend::Scope scope(in.ref);
+  const auto rows = dense(in.rows);
   const Tensor out = out_in.contiguous(), lse = lse_in.contiguous(),
                grad_out = grad_out_in.contiguous();
   Tensor delta = at::empty({num_dst, H}, lse.options());
-  dispatch_float_index(ref.scalar_type(), L.tile_cols.scalar_type(), op, [&](auto ft, auto it) {
+  dispatch_float_index(in.ref.scalar_type(), L.tile_cols.scalar_type(), op, [&](auto ft, auto it) {
     using T = typename decltype(ft)::type;
     using I = typename decltype(it)::type;
     using acc = acc_t<T>;
-    Args<T, I> a{};
+    TileBackward<Inputs, Grads, T, I> a{};
     static_cast<TileBackwardArgs<T, I>&>(a) = {
         layout_view<acc, I>(L, num_dst), layout_view<acc, I>(Lt, num_src), cptr<T>(out),
         cptr<T>(grad_out), cptr<acc>(lse), H, C, ptr<acc>(delta)};
-    fill(ft, a);
+    set_inputs<decltype(ft), Inputs>(ft, a, rows, in.param);
+    set_grads<decltype(ft), Grads>(ft, a, grads);
+    extra(ft, a);
     Backend::template backward<T, I>(scope, a, op);
   });
 }
 
-// The Transformer's inputs and scale, in its forward's or backward's arguments (float tag ft).
-template <class FloatTag, class Args>
-void set_transformer_inputs(FloatTag, Args& a, const Tensor& query, const Tensor& key,
-                            const Tensor& value, double scale) {
-  using T = typename FloatTag::type;
-  a.query = rows_of<T>(query);
-  a.key = rows_of<T>(key);
-  a.value = rows_of<T>(value);
-  a.scale = scale;
+// The backward's two layouts, in the order of the ops' arguments.
+inline std::pair<LayoutArgs, LayoutArgs> backward_layouts(
+    const Tensor& window_ptr, const Tensor& tile_cols, const OptTensor& row_order,
+    const Tensor& counts, const Tensor& window_ptr_t, const Tensor& tile_cols_t,
+    const OptTensor& row_order_t, const Tensor& counts_t) {
+  return {forward_layout(window_ptr, tile_cols, row_order, counts),
+          transposed_layout(window_ptr_t, tile_cols_t, row_order_t, counts_t)};
+}
+
+inline constexpr auto no_extra = [](auto, auto&) {};
+
+inline std::tuple<Tensor, Tensor, Tensor> as_tuple(const std::array<Tensor, 3>& grads) {
+  return {grads[0], grads[1], grads[2]};
 }
 
 template <class Backend>
 struct TransformerTileOps {
   static std::tuple<Tensor, Tensor> forward(const Tensor& window_ptr, const Tensor& tile_cols,
                                             const OptTensor& row_order, const Tensor& counts,
-                                            const Tensor& query_in, const Tensor& key_in,
-                                            const Tensor& value_in, double scale) {
+                                            const Tensor& query, const Tensor& key,
+                                            const Tensor& value, double scale) {
     constexpr const char* op = "iognn::transformer_tiles_forward";
-    auto outputs = [&] { return forward_outputs(query_in, query_in.sym_size(0)); };
     if constexpr (is_meta_v<Backend>) {
-      return outputs();
+      return forward_outputs(query, query.sym_size(0));
     } else {
-      const auto hc = check_qkv(op, query_in, key_in, value_in);
-      const int64_t H = hc.first, C = hc.second;
-      const int64_t num_dst = query_in.size(0);
-      const LayoutArgs L = forward_layout(window_ptr, tile_cols, row_order, counts);
-      check_layout(op, L, num_dst, query_in);
-      Tensor out, lse;
-      std::tie(out, lse) = outputs();
-      if (num_dst == 0) return {out, lse};
-      const typename Backend::Scope scope(query_in);
-      const Tensor query = attention::dense_rows(query_in), key = attention::dense_rows(key_in),
-                   value = attention::dense_rows(value_in);
-      run_forward<Backend, TileAttentionForward>(
-          scope, op, query, L, num_dst, H, C, out, lse,
-          [&](auto ft, auto& a) { set_transformer_inputs(ft, a, query, key, value, scale); });
-      return {out, lse};
+      const auto [H, C] = check_qkv(op, query, key, value);
+      return forward_op<Backend, TransformerTileInputs>(
+          op, forward_layout(window_ptr, tile_cols, row_order, counts), query.size(0), H, C,
+          VariantInputs<3>{{query, key, value}, scale, query, "query"});
     }
   }
 
   static std::tuple<Tensor, Tensor, Tensor> backward(
       const Tensor& window_ptr, const Tensor& tile_cols, const OptTensor& row_order,
       const Tensor& counts, const Tensor& window_ptr_t, const Tensor& tile_cols_t,
-      const OptTensor& row_order_t, const Tensor& counts_t, const Tensor& query_in,
-      const Tensor& key_in, const Tensor& value_in, const Tensor& out_in, const Tensor& lse_in,
-      const Tensor& grad_out_in, double scale) {
+      const OptTensor& row_order_t, const Tensor& counts_t, const Tensor& query,
+      const Tensor& key, const Tensor& value, const Tensor& out, const Tensor& lse,
+      const Tensor& grad_out, double scale) {
     constexpr const char* op = "iognn::transformer_tiles_backward";
     auto outputs = [&] {
-      return std::tuple{empty_like_rows(query_in), empty_like_rows(key_in),
-                        empty_like_rows(value_in)};
+      return std::array{empty_like_rows(query), empty_like_rows(key), empty_like_rows(value)};
     };
     if constexpr (is_meta_v<Backend>) {
-      return outputs();
+      return as_tuple(outputs());
     } else {
-      const auto hc = check_qkv(op, query_in, key_in, value_in);
-      const int64_t H = hc.first, C = hc.second;
-      const int64_t num_dst = query_in.size(0), num_src = key_in.size(0);
-      const LayoutArgs L = forward_layout(window_ptr, tile_cols, row_order, counts);
-      const LayoutArgs Lt = transposed_layout(window_ptr_t, tile_cols_t, row_order_t, counts_t);
-      check_backward(op, L, Lt, num_dst, num_src, H, C, out_in, lse_in, grad_out_in, query_in,
-                     "query");
-      Tensor grad_query, grad_key, grad_value;
-      std::tie(grad_query, grad_key, grad_value) = outputs();
-      if (num_dst == 0 && num_src == 0) return {grad_query, grad_key, grad_value};
-      const typename Backend::Scope scope(query_in);
-      const Tensor query = attention::dense_rows(query_in), key = attention::dense_rows(key_in),
-                   value = attention::dense_rows(value_in);
-      run_backward<Backend, TileAttentionBackward>(
-          scope, op, query, L, Lt, num_dst, num_src, H, C, out_in, lse_in, grad_out_in,
-          [&](auto ft, auto& a) {
-            using T = typename decltype(ft)::type;
-            set_transformer_inputs(ft, a, query, key, value, scale);
-            a.grad_query = ptr<T>(grad_query);
-            a.grad_key = ptr<T>(grad_key);
-            a.grad_value = ptr<T>(grad_value);
-          });
-      return {grad_query, grad_key, grad_value};
+      const auto [H, C] = check_qkv(op, query, key, value);
+      const auto grads = outputs();
+      const auto [L, Lt] = backward_layouts(window_ptr, tile_cols, row_order, counts,
+                                            window_ptr_t, tile_cols_t, row_order_t, counts_t);
+      backward_op<Backend, TransformerTileInputs, TransformerTileGrads>(
+          op, L, Lt, query.size(0), key.size(0), H, C, out, lse, grad_out,
+          VariantInputs<3>{{query, key, value}, scale, query, "query"}, grads, no_extra);
+      return as_tuple(grads);
     }
   }
 };
@@ -276,87 +314,113 @@ inline std::pair<int64_t, int64_t> check_gat_inputs(const char* op, const Tensor
   return {H, C};
 }
 
-// GAT's inputs and negative slope, in its forward's or backward's arguments.
-template <class FloatTag, class Args>
-void set_gat_inputs(FloatTag, Args& a, const Tensor& x, const Tensor& alpha_src,
-                    const OptTensor& alpha_dst, double negative_slope) {
-  using T = typename FloatTag::type;
-  a.x = rows_of<T>(x);
-  a.a_src = rows_of<T>(alpha_src);
-  a.a_dst = optional_rows_of<T>(alpha_dst);
-  a.negative_slope = negative_slope;
-}
-
 template <class Backend>
 struct GatTileOps {
   static std::tuple<Tensor, Tensor> forward(const Tensor& window_ptr, const Tensor& tile_cols,
                                             const OptTensor& row_order, const Tensor& counts,
-                                            const Tensor& x_in, const Tensor& alpha_src_in,
-                                            const OptTensor& alpha_dst_in,
-                                            int64_t num_dst, double negative_slope) {
+                                            const Tensor& x, const Tensor& alpha_src,
+                                            const OptTensor& alpha_dst, int64_t num_dst,
+                                            double negative_slope) {
     constexpr const char* op = "iognn::gat_tiles_forward";
     if constexpr (is_meta_v<Backend>) {
-      return forward_outputs(x_in, num_dst);
+      return forward_outputs(x, num_dst);
     } else {
       TORCH_CHECK_VALUE(num_dst >= 0, op, ": num_dst must be >= 0, got ", num_dst);
-      const auto hc = check_gat_inputs(op, x_in, alpha_src_in, alpha_dst_in, num_dst);
-      const int64_t H = hc.first, C = hc.second;
-      const LayoutArgs L = forward_layout(window_ptr, tile_cols, row_order, counts);
-      check_layout(op, L, num_dst, x_in, "x");
-      Tensor out, lse;
-      std::tie(out, lse) = forward_outputs(x_in, num_dst);
-      if (num_dst == 0) return {out, lse};
-      const typename Backend::Scope scope(x_in);
-      const Tensor x = attention::dense_rows(x_in), alpha_src = attention::dense_rows(alpha_src_in);
-      const OptTensor alpha_dst = attention::dense_rows(alpha_dst_in);
-      run_forward<Backend, GatTileForward>(
-          scope, op, x, L, num_dst, H, C, out, lse,
-          [&](auto ft, auto& a) {
-            set_gat_inputs(ft, a, x, alpha_src, alpha_dst, negative_slope);
-          });
-      return {out, lse};
+      const auto [H, C] = check_gat_inputs(op, x, alpha_src, alpha_dst, num_dst);
+      return forward_op<Backend, GatTileInputs>(
+          op, forward_layout(window_ptr, tile_cols, row_order, counts), num_dst, H, C,
+          VariantInputs<3>{{x, alpha_src, alpha_dst}, negative_slope, x, "x"});
     }
   }
 
   static std::tuple<Tensor, Tensor, Tensor> backward(
       const Tensor& window_ptr, const Tensor& tile_cols, const OptTensor& row_order,
       const Tensor& counts, const Tensor& window_ptr_t, const Tensor& tile_cols_t,
-      const OptTensor& row_order_t, const Tensor& counts_t, const Tensor& x_in,
-      const Tensor& alpha_src_in, const OptTensor& alpha_dst_in, const Tensor& out_in,
-      const Tensor& lse_in, const Tensor& grad_out_in, double negative_slope) {
+      const OptTensor& row_order_t, const Tensor& counts_t, const Tensor& x,
+      const Tensor& alpha_src, const OptTensor& alpha_dst, const Tensor& out, const Tensor& lse,
+      const Tensor& grad_out, double negative_slope) {
     constexpr const char* op = "iognn::gat_tiles_backward";
     auto outputs = [&] {
-      const c10::SymInt dst_rows = alpha_dst_in ? alpha_dst_in->sym_size(0) : c10::SymInt(0);
-      return std::tuple{empty_like_rows(x_in),
-                        at::empty_symint({x_in.sym_size(0), x_in.sym_size(1)}, x_in.options()),
-                        at::empty_symint({dst_rows, x_in.sym_size(1)}, x_in.options())};
+      const c10::SymInt dst_rows = alpha_dst ? alpha_dst->sym_size(0) : c10::SymInt(0);
+      return std::array{empty_like_rows(x),
+                        at::empty_symint({x.sym_size(0), x.sym_size(1)}, x.options()),
+                        at::empty_symint({dst_rows, x.sym_size(1)}, x.options())};
     };
     if constexpr (is_meta_v<Backend>) {
-      return outputs();
+      return as_tuple(outputs());
     } else {
-      check_dim(out_in, 3, op, "out");
-      const int64_t num_dst = out_in.size(0);
-      const auto hc = check_gat_inputs(op, x_in, alpha_src_in, alpha_dst_in, num_dst);
-      const int64_t H = hc.first, C = hc.second, num_src = x_in.size(0);
-      const LayoutArgs L = forward_layout(window_ptr, tile_cols, row_order, counts);
-      const LayoutArgs Lt = transposed_layout(window_ptr_t, tile_cols_t, row_order_t, counts_t);
-      check_backward(op, L, Lt, num_dst, num_src, H, C, out_in, lse_in, grad_out_in, x_in, "x");
-      Tensor grad_x, grad_alpha_src, grad_alpha_dst;
-      std::tie(grad_x, grad_alpha_src, grad_alpha_dst) = outputs();
-      if (num_dst == 0 && num_src == 0) return {grad_x, grad_alpha_src, grad_alpha_dst};
-      const typename Backend::Scope scope(x_in);
-      const Tensor x = attention::dense_rows(x_in), alpha_src = attention::dense_rows(alpha_src_in);
-      const OptTensor alpha_dst = attention::dense_rows(alpha_dst_in);
-      run_backward<Backend, GatTileBackward>(
-          scope, op, x, L, Lt, num_dst, num_src, H, C, out_in, lse_in, grad_out_in,
-          [&](auto ft, auto& a) {
-            using T = typename decltype(ft)::type;
-            set_gat_inputs(ft, a, x, alpha_src, alpha_dst, negative_slope);
-            a.grad_x = ptr<T>(grad_x);
-            a.grad_a_src = ptr<T>(grad_alpha_src);
-            a.grad_a_dst = alpha_dst ? ptr<T>(grad_alpha_dst) : nullptr;
+      check_dim(out, 3, op, "out");
+      const int64_t num_dst = out.size(0);
+      const auto [H, C] = check_gat_inputs(op, x, alpha_src, alpha_dst, num_dst);
+      const auto grads = outputs();
+      const auto [L, Lt] = backward_layouts(window_ptr, tile_cols, row_order, counts,
+                                            window_ptr_t, tile_cols_t, row_order_t, counts_t);
+      backward_op<Backend, GatTileInputs, GatTileGrads>(
+          op, L, Lt, num_dst, x.size(0), H, C, out, lse, grad_out,
+          VariantInputs<3>{{x, alpha_src, alpha_dst}, negative_slope, x, "x"},
+          std::array{grads[0], grads[1], alpha_dst ? grads[2] : Tensor()}, no_extra);
+      return as_tuple(grads);
+    }
+  }
+};
+
+// x_src [num_src, H, C], x_dst [num_dst, H, C], att [H, C]: one dtype and device; returns (H, C).
+inline std::pair<int64_t, int64_t> check_gatv2_inputs(const char* op, const Tensor& x_src,
+                                                      const Tensor& x_dst, const Tensor& att) {
+  const auto [H, C] = attention::heads_channels(op, "x_src", x_src);
+  check_dim(x_dst, 3, op, "x_dst");
+  attention::check_float_tensor(op, "x_dst", x_dst, {x_dst.size(0), H, C},
+                                {"rows (destination nodes)", "heads", "channels"}, x_src, "x_src");
+  attention::check_float_tensor(op, "att", att, {H, C}, {"heads", "channels"}, x_src, "x_src");
+  return {H, C};
+}
+
+template <class Backend>
+struct GatV2TileOps {
+  static std::tuple<Tensor, Tensor> forward(const Tensor& window_ptr, const Tensor& tile_cols,
+                                            const OptTensor& row_order, const Tensor& counts,
+                                            const Tensor& x_src, const Tensor& x_dst,
+                                            const Tensor& att, double negative_slope) {
+    constexpr const char* op = "iognn::gatv2_tiles_forward";
+    if constexpr (is_meta_v<Backend>) {
+      return forward_outputs(x_src, x_dst.sym_size(0));
+    } else {
+      const auto [H, C] = check_gatv2_inputs(op, x_src, x_dst, att);
+      return forward_op<Backend, GatV2TileInputs>(
+          op, forward_layout(window_ptr, tile_cols, row_order, counts), x_dst.size(0), H, C,
+          VariantInputs<3>{{x_src, x_dst, att.contiguous()}, negative_slope, x_src, "x_src"});
+    }
+  }
+
+  static std::tuple<Tensor, Tensor, Tensor> backward(
+      const Tensor& window_ptr, const Tensor& tile_cols, const OptTensor& row_order,
+      const Tensor& counts, const Tensor& window_ptr_t, const Tensor& tile_cols_t,
+      const OptTensor& row_order_t, const Tensor& counts_t, const Tensor& x_src,
+      const Tensor& x_dst, const Tensor& att, const Tensor& out, const Tensor& lse,
+      const Tensor& grad_out, double negative_slope) {
+    constexpr const char* op = "iognn::gatv2_tiles_backward";
+    // grad_att is zeros where no kernel runs (no rows at all).
+    auto outputs = [&] {
+      return std::array{empty_like_rows(x_src), empty_like_rows(x_dst),
+                        at::zeros_symint({x_src.sym_size(1), x_src.sym_size(2)}, x_src.options())};
+    };
+    if constexpr (is_meta_v<Backend>) {
+      return as_tuple(outputs());
+    } else {
+      const auto [H, C] = check_gatv2_inputs(op, x_src, x_dst, att);
+      const auto grads = outputs();
+      const int64_t num_dst = x_dst.size(0);
+      const auto [L, Lt] = backward_layouts(window_ptr, tile_cols, row_order, counts,
+                                            window_ptr_t, tile_cols_t, row_order_t, counts_t);
+      const Tensor att_partial = at::empty({num_tile_windows(num_dst), H, C},
+                                           x_src.options().dtype(acc_dtype(x_src.scalar_type())));
+      backward_op<Backend, GatV2TileInputs, GatV2TileGrads>(
+          op, L, Lt, num_dst, x_src.size(0), H, C, out, lse, grad_out,
+          VariantInputs<3>{{x_src, x_dst, att.contiguous()}, negative_slope, x_src, "x_src"},
+          grads, [&](auto ft, auto& a) {
+            a.att_partial = ptr<acc_t<typename decltype(ft)::type>>(att_partial);
           });
-      return {grad_x, grad_alpha_src, grad_alpha_dst};
+      return as_tuple(grads);
     }
   }
 };
@@ -367,6 +431,8 @@ void register_attention_tiles(torch::Library& m) {
   m.impl("transformer_tiles_backward", &TransformerTileOps<Backend>::backward);
   m.impl("gat_tiles_forward", &GatTileOps<Backend>::forward);
   m.impl("gat_tiles_backward", &GatTileOps<Backend>::backward);
+  m.impl("gatv2_tiles_forward", &GatV2TileOps<Backend>::forward);
+  m.impl("gatv2_tiles_backward", &GatV2TileOps<Backend>::backward);
 }
 
 }  // namespace iognn::torch_ext::attention_tiles

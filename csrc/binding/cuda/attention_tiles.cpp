@@ -1,4 +1,4 @@
-// The tile path of the attention (Transformer, GAT) on CUDA tensors (schemas:
+// The tile path of the attention (Transformer, GAT, GATv2) on CUDA tensors (schemas:
 // binding/attention_tiles.cpp; op bodies: binding/attention_tiles_ops.h; kernels:
 // kernels/cuda/attention_tiles.h), on the current stream under a guard of the inputs' device.
 // Tensor Cores take fp32 (as TF32), fp16 and bf16 heads of at most kTileAttentionMaxChannels

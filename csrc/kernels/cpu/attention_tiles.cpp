@@ -47,7 +47,8 @@ constexpr acc kNegInf = -std::numeric_limits<acc>::infinity();
 //   load(ids, n, h)              the rows' inputs for head h; the gradient sums cleared
 //   score(r, col, h) -> s        the score of row r and column node col
 //   add_grad(r, col, h, ds)      adds ds's share to row r's gradient sum
-//   store_grads(ids, n, h)       writes row r's gradient sum to node ids[r]
+//   store_grads(w, ids, n, h)    writes row r's gradient sum to node ids[r] (w: the window)
+//   add_value_grads(n, dv)       (sources) adds the rows' share of their value gradient to dv
 // and V::values() the value rows [num_src, H, C].
 
 // The Transformer: s = scale <q_i, k_j>; the rows' gradients dQ (kDst) or dK.
@@ -85,7 +86,8 @@ struct TransformerScores {
     void add_grad(int64_t r, int64_t col, int64_t h, acc ds) {
       add_scaled_row(col_row(col, h), ds, v.C, grad.data() + r * v.C);
     }
-    void store_grads(const int64_t* ids, int64_t n, int64_t h) const {
+    void add_value_grads(int64_t, acc*) const {}  // the keys are not the values
+    void store_grads(int64_t, const int64_t* ids, int64_t n, int64_t h) const {
       T* dst = kDst ? v.grad_query : v.grad_key;
       for (int64_t r = 0; r < n; ++r) {
         T* out = dst + (ids[r] * v.H + h) * v.C;
@@ -136,10 +138,73 @@ struct GatScores {
     void add_grad(int64_t r, int64_t col, int64_t h, acc ds) {
       grad[r] += ds * leaky_relu_grad(pre(r, col, h), v.slope);
     }
-    void store_grads(const int64_t* ids, int64_t n, int64_t h) const {
+    void add_value_grads(int64_t, acc*) const {}  // the logits are not the values
+    void store_grads(int64_t, const int64_t* ids, int64_t n, int64_t h) const {
       T* dst = kDst ? v.grad_a_dst : v.grad_a_src;
       if (dst)
         for (int64_t r = 0; r < n; ++r) store(dst + ids[r] * v.H + h, grad[r]);
+    }
+  };
+};
+
+// GATv2: s = sum_c att[c] leaky_relu(z[c]), z = x_dst[i] + x_src[j] (head h); the rows' gradient
+// sums g = sum ds att leaky_relu'(z): d x_dst (kDst, with the window's share of d att, sum
+// ds leaky_relu(z), into att_partial) or the scores' part of d x_src, added to its value gradient.
+template <typename T>
+struct GatV2Scores {
+  using acc = acc_t<T>;
+  NodeRows<T> x_src, x_dst, att;
+  int64_t H, C;
+  acc slope;
+  T* grad_x_dst;         // the backward's
+  acc* att_partial;      // the backward's: [num_windows, H, C]
+
+  template <class Args>
+  explicit GatV2Scores(const Args& a, T* grad_x_dst_ = nullptr, acc* att_partial_ = nullptr)
+      : x_src(a.x_src), x_dst(a.x_dst), att(a.att), H(a.heads), C(a.channels),
+        slope(acc(a.negative_slope)), grad_x_dst(grad_x_dst_), att_partial(att_partial_) {}
+  NodeRows<T> values() const { return x_src; }
+
+  template <bool kDst>
+  struct Window {
+    const GatV2Scores& v;
+    // The rows' x_dst (kDst) or x_src, head h's att, the rows' gradient sums, the window's d att.
+    std::vector<acc> rows, att, grad, att_grad;
+    explicit Window(const GatV2Scores& v_)
+        : v(v_), rows(kTileRows * v_.C), att(v_.C), grad(kTileRows * v_.C), att_grad(v_.C) {}
+    const T* col_row(int64_t col, int64_t h) const {
+      return (kDst ? v.x_src : v.x_dst).at(col, h, v.C);
+    }
+    void load(const int64_t* ids, int64_t n, int64_t h) {
+      for (int64_t r = 0; r < n; ++r)
+        load_row((kDst ? v.x_dst : v.x_src).at(ids[r], h, v.C), v.C, rows.data() + r * v.C);
+      load_row(v.att.at(0, h, v.C), v.C, att.data());
+      std::fill(grad.begin(), grad.end(), acc(0));
+      std::fill(att_grad.begin(), att_grad.end(), acc(0));
+    }
+    acc score(int64_t r, int64_t col, int64_t h) const {
+      const T* x = col_row(col, h);
+      acc s = 0;
+      for (int64_t c = 0; c < v.C; ++c)
+        s += att[c] * leaky_relu(rows[r * v.C + c] + iognn::load(x + c), v.slope);
+      return s;
+    }
+    void add_grad(int64_t r, int64_t col, int64_t h, acc ds) {
+      const T* x = col_row(col, h);
+      for (int64_t c = 0; c < v.C; ++c) {
+        const acc z = rows[r * v.C + c] + iognn::load(x + c);
+        grad[r * v.C + c] += ds * (att[c] * leaky_relu_grad(z, v.slope));
+        if (kDst) att_grad[c] += ds * leaky_relu(z, v.slope);
+      }
+    }
+    void add_value_grads(int64_t n, acc* dv) const {
+      for (int64_t k = 0; k < n * v.C; ++k) dv[k] += grad[k];
+    }
+    void store_grads(int64_t w, const int64_t* ids, int64_t n, int64_t h) const {
+      if (!kDst) return;  // the sources' share went to their value gradient
+      for (int64_t r = 0; r < n; ++r)
+        store_row(v.grad_x_dst + (ids[r] * v.H + h) * v.C, grad.data() + r * v.C, v.C);
+      std::copy(att_grad.begin(), att_grad.end(), v.att_partial + (w * v.H + h) * v.C);
     }
   };
 };
@@ -254,7 +319,7 @@ void window_backward(const V& v, const Args& a, T* grad_value) {
           }
         }
       }
-      rows.store_grads(ids, n, h);
+      rows.store_grads(w, ids, n, h);
     };
   });
 
@@ -281,7 +346,8 @@ void window_backward(const V& v, const Args& a, T* grad_value) {
           }
         }
       }
-      rows.store_grads(ids, n, h);
+      rows.store_grads(w, ids, n, h);
+      rows.add_value_grads(n, dv.data());
       for (int64_t r = 0; r < n; ++r) {
         T* dst = grad_value + (ids[r] * H + h) * C;
         for (int64_t x = 0; x < C; ++x) store(dst + x, dv[r * C + x]);
@@ -310,12 +376,30 @@ template <typename T, typename I>
 void tiles_backward(const GatTileBackward<T, I>& a) {
   window_backward<GatScores<T>, T, I>(GatScores<T>(a, a.grad_a_src, a.grad_a_dst), a, a.grad_x);
 }
+template <typename T, typename I>
+void tiles_forward(const GatV2TileForward<T, I>& a) {
+  window_forward(GatV2Scores<T>(a), a.layout, a.heads, a.channels, a.out, a.lse);
+}
+template <typename T, typename I>
+void tiles_backward(const GatV2TileBackward<T, I>& a) {
+  window_backward<GatV2Scores<T>, T, I>(GatV2Scores<T>(a, a.grad_x_dst, a.att_partial), a,
+                                        a.grad_x_src);
+  // d att: the windows' shares summed in window order, one thread (the same for any count).
+  const int64_t windows = num_tile_windows(a.layout.num_rows), K = a.heads * a.channels;
+  for (int64_t k = 0; k < K; ++k) {
+    acc_t<T> sum = 0;
+    for (int64_t w = 0; w < windows; ++w) sum += a.att_partial[w * K + k];
+    store(a.grad_att + k, sum);
+  }
+}
 
 #define IOGNN_ATTENTION_TILES(T, I)                                                              \
   template void tiles_forward<T, I>(const TileAttentionForward<T, I>&);                          \
   template void tiles_backward<T, I>(const TileAttentionBackward<T, I>&);                        \
   template void tiles_forward<T, I>(const GatTileForward<T, I>&);                                \
-  template void tiles_backward<T, I>(const GatTileBackward<T, I>&);
+  template void tiles_backward<T, I>(const GatTileBackward<T, I>&);                              \
+  template void tiles_forward<T, I>(const GatV2TileForward<T, I>&);                              \
+  template void tiles_backward<T, I>(const GatV2TileBackward<T, I>&);
 IOGNN_FOR_ALL_TYPES(IOGNN_ATTENTION_TILES)
 
 }  // namespace iognn::cpu

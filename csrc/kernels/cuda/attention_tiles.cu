@@ -101,6 +101,20 @@ struct BackwardStage : StepBlocks<T> {
   }
 };
 
+// GATv2's backward stage: the shared one and a fp32 block of the window rows' gradient sums.
+template <typename T, int Cp>
+struct RowGradStage : BackwardStage<T, Cp> {
+  float* row_grad;  // [kRows * Cp]
+  __host__ __device__ static RowGradStage carve(uintptr_t base) {
+    RowGradStage st;
+    static_cast<BackwardStage<T, Cp>&>(st) = BackwardStage<T, Cp>::carve(base);
+    Carve c{st.end};
+    st.row_grad = c.take<float>(kRows * Cp);
+    st.end = c.at;
+    return st;
+  }
+};
+
 template <class Stage>
 __host__ __device__ size_t stage_bytes() {
   return Stage::carve(0).end;
@@ -168,6 +182,13 @@ __device__ void load_run(float (&v)[kTileCols], const float* block, int r, int h
   const float4* p = reinterpret_cast<const float4*>(block + r * kStep + half * int(kTileCols));
   const float4 a = p[0], b = p[1];
   v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
+// The lane's run of a fp32 16 x 16 step block written back, 16 bytes at a time.
+__device__ void store_run_f32(float* block, int r, int half, const float (&v)[kTileCols]) {
+  float4* p = reinterpret_cast<float4*>(block + r * kStep + half * int(kTileCols));
+  p[0] = make_float4(v[0], v[1], v[2], v[3]);
+  p[1] = make_float4(v[4], v[5], v[6], v[7]);
 }
 
 template <typename T>
@@ -258,7 +279,8 @@ __device__ void store_rows(const Stage& st, Accum<T> (&acc)[Cp / 16], float scal
 }
 
 // What a variant adds to the kernels below: its scores and the rows they come from. A variant
-// V<T, I, Cp> names its Forward and Backward arguments and gives, per warp, the objects
+// V<T, I, Cp> names its Forward and Backward arguments and its backward's shared-memory stage
+// BwdStage (BackwardStage<T, Cp> or one that extends it), and gives, per warp, the objects
 //   Fwd(a, h, C): score(s) (the score of st.s's entry s), values() (the value rows, which the
 //                 kernel gathers into st.v with the step's columns), begin(st, lane, r) (the
 //                 window's rows), step(st, lane, r, half) (st.s for the step, once its columns
@@ -275,6 +297,7 @@ template <typename T, typename I, int Cp>
 struct TransformerTiles {
   using Forward = TileAttentionForward<T, I>;
   using Backward = TileAttentionBackward<T, I>;
+  using BwdStage = BackwardStage<T, Cp>;
 
   struct Fwd {
     const Forward& a;
@@ -340,6 +363,7 @@ template <typename T, typename I, int Cp>
 struct GatTiles {
   using Forward = GatTileForward<T, I>;
   using Backward = GatTileBackward<T, I>;
+  using BwdStage = BackwardStage<T, Cp>;
 
   // The logit of node n in rows (0 for n = -1 or absent rows).
   __device__ static float logit(NodeRows<T> rows, int64_t n, int64_t h) {
@@ -413,6 +437,194 @@ struct GatTiles {
     }
   };
 };
+
+// A staged operand as a float.
+__device__ __forceinline__ float operand_float(float v) { return v; }
+__device__ __forceinline__ float operand_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float operand_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// GATv2: st.s holds the scores themselves, s = sum_c att[c] leaky_relu(z[c]) with z the sum of the
+// window's staged row and the step's staged column (x_dst and x_src rows, either way round),
+// computed on the CUDA cores (a per-channel nonlinearity, no block product); values x_src,
+// dP = dO X^T on the Tensor Cores. The backward's rows' gradient sums g = sum_col dS att
+// leaky_relu'(z) gather in a fp32 block (st.row_grad), one lane per channel: d x_dst (rows:
+// destinations, with the window's share of d att into att_partial) is that block; d x_src (rows:
+// sources) is dV = P^T dO plus it. Head h's att is staged in a block the variant leaves unused.
+template <typename T, typename I, int Cp>
+struct GatV2Tiles {
+  using Forward = GatV2TileForward<T, I>;
+  using Backward = GatV2TileBackward<T, I>;
+  using BwdStage = RowGradStage<T, Cp>;
+  using M = TileMma<T>;
+  using In = typename M::In;
+  static constexpr int kLaneChannels = (Cp + 31) / 32;  // channels lane, lane + 32, ...
+
+  // dst[0..Cp) = att[h] (0 past C).
+  __device__ static void stage_att(In* dst, NodeRows<T> att, int64_t h, int64_t C, int lane) {
+    const T* row = att.at(0, h, C);
+    for (int c = lane; c < Cp; c += 32) dst[c] = c < C ? M::from_storage(row[c]) : M::from_float(0.0f);
+  }
+
+  __device__ static float lrelu(float z, float slope) { return z > 0.0f ? z : z * slope; }
+
+  // The entries of st.s in row r and tile `half` of the step: the scores of row r of the row
+  // block and the tile's 8 rows of the column block. Each lane starts its channel loop at its own
+  // channel (lane = 2 r + half) so that the lanes read distinct shared-memory banks; the channels
+  // past C add 0 (zero rows and att).
+  __device__ static void scores(float* s, const In* rows, const In* cols, const In* att,
+                                float slope, int r, int half) {
+    float sum[kTileCols];
+#pragma unroll
+    for (int j = 0; j < int(kTileCols); ++j) sum[j] = 0.0f;
+    const In* row = rows + r * Cp;
+    const In* col = cols + half * int(kTileCols) * Cp;
+    const int start = 2 * r + half;
+    for (int k = 0; k < Cp; ++k) {
+      const int c = (k + start) & (Cp - 1);
+      const float w = operand_float(att[c]), x = operand_float(row[c]);
+#pragma unroll
+      for (int j = 0; j < int(kTileCols); ++j)
+        sum[j] += w * lrelu(x + operand_float(col[j * Cp + c]), slope);
+    }
+    store_run_f32(s, r, half, sum);
+  }
+
+  struct Fwd {
+    const Forward& a;
+    int64_t h, C;
+    float slope;
+    __device__ Fwd(const Forward& a_, int64_t h_, int64_t C_)
+        : a(a_), h(h_), C(C_), slope(float(a_.negative_slope)) {}
+    __device__ NodeRows<T> values() const { return a.x_src; }
+    __device__ float score(float s) const { return s; }
+    // The window's x_dst rows in st.q, att in st.k (the Transformer's key block).
+    __device__ void begin(const ForwardStage<T, Cp>& st, int lane, int) const {
+      stage_rows<T, Cp>(st.q, st.rows, a.x_dst, h, C, lane);
+      stage_att(st.k, a.att, h, C, lane);
+    }
+    // The step's x_src rows are its value rows (st.v).
+    __device__ void step(const ForwardStage<T, Cp>& st, int, int r, int half) const {
+      __syncwarp();
+      scores(st.s, st.q, st.v, st.k, slope, r, half);
+      __syncwarp();
+    }
+  };
+
+  // Blocks: rows of destinations (kKeys false): a = x_dst rows, b = grad rows, y = x_src columns,
+  // x = att; rows of sources: b = x_src rows (scores and dP), x = x_dst columns, y = grad
+  // columns, a = att.
+  template <bool kKeys>
+  struct Bwd {
+    const Backward& a;
+    int64_t h, C;
+    float slope;
+    NodeRows<T> grad_rows;
+    float att_share[kLaneChannels] = {};  // rows of destinations: the lane's channels of d att
+    __device__ Bwd(const Backward& a_, int64_t h_, int64_t C_)
+        : a(a_), h(h_), C(C_), slope(float(a_.negative_slope)),
+          grad_rows{a_.grad_out, a_.heads * C_} {}
+    __device__ float score(float s) const { return s; }
+    __device__ static In* row_block(const BwdStage& st) { return kKeys ? st.b : st.a; }
+    __device__ static In* col_block(const BwdStage& st) { return kKeys ? st.x : st.y; }
+    __device__ static In* att_block(const BwdStage& st) { return kKeys ? st.a : st.x; }
+
+    __device__ void begin(const BwdStage& st, int lane, int) const {
+      stage_rows<T, Cp>(row_block(st), st.rows, kKeys ? a.x_src : a.x_dst, h, C, lane);
+      if constexpr (!kKeys) stage_rows<T, Cp>(st.b, st.rows, grad_rows, h, C, lane);
+      stage_att(att_block(st), a.att, h, C, lane);
+      for (int e = lane; e < kRows * Cp; e += 32) st.row_grad[e] = 0.0f;
+    }
+    __device__ void step(const BwdStage& st, int lane, int r, int half) const {
+      stage_rows<T, Cp>(col_block(st), st.cols, kKeys ? a.x_dst : a.x_src, h, C, lane);
+      if constexpr (kKeys) stage_rows<T, Cp>(st.y, st.cols, grad_rows, h, C, lane);
+      __syncwarp();
+      score_block<T, Cp>(st.b, st.y, st.dp);
+      scores(st.s, row_block(st), col_block(st), att_block(st), slope, r, half);
+      __syncwarp();
+    }
+    // The lane's run of dS replaces its (read) run of dP; then each lane adds, for its channels
+    // c, sum_col dS att[c] leaky_relu'(z) to every row's gradient sum (and, rows of destinations,
+    // sum dS leaky_relu(z) to its share of d att).
+    __device__ void add(const BwdStage& st, int r, int half, const float (&)[kTileCols],
+                        const float (&ds)[kTileCols]) {
+      store_run_f32(st.dp, r, half, ds);
+      __syncwarp();
+      const int lane = threadIdx.x & 31;
+      const In *rows = row_block(st), *cols = col_block(st), *att = att_block(st);
+#pragma unroll
+      for (int k = 0; k < kLaneChannels; ++k) {
+        const int c = lane + 32 * k;
+        if (c >= C) continue;
+        float col[kStep];
+#pragma unroll
+        for (int j = 0; j < kStep; ++j) col[j] = operand_float(cols[j * Cp + c]);
+        const float w = operand_float(att[c]);
+        float share = 0.0f;
+        for (int row = 0; row < kRows; ++row) {
+          const float x = operand_float(rows[row * Cp + c]);
+          const float* d = st.dp + row * kStep;
+          float g = 0.0f;
+#pragma unroll
+          for (int j = 0; j < kStep; ++j) {
+            const float z = x + col[j];
+            g += d[j] * (z > 0.0f ? 1.0f : slope);
+            if constexpr (!kKeys) share += d[j] * lrelu(z, slope);
+          }
+          st.row_grad[row * Cp + c] += w * g;
+        }
+        att_share[k] += share;
+      }
+    }
+    __device__ void multiply(const BwdStage&, Accum<T> (&)[Cp / 16], int) const {}
+    __device__ void store(const BwdStage& st, Accum<T> (&)[Cp / 16], Accum<T> (&acc_y)[Cp / 16],
+                          const WarpTask& task) const {
+      __syncwarp();  // row_grad complete (a window without tiles ran no step)
+      if constexpr (kKeys) {
+#pragma unroll
+        for (int n = 0; n < Cp / 16; ++n) {
+          Accum<T> g;
+          wmma::load_matrix_sync(g, st.row_grad + n * 16, Cp, wmma::mem_row_major);
+#pragma unroll
+          for (int e = 0; e < g.num_elements; ++e) acc_y[n].x[e] += g.x[e];
+        }
+        store_rows<T, Cp>(st, acc_y, 1.0f, a.grad_x_src, task, a.heads, C);
+      } else {
+        const int64_t H = a.heads;
+        for (int row = 0; row < kRows; ++row) {
+          const int64_t i = st.rows[row];
+          if (i < 0) continue;
+          for (int c = task.lane; c < C; c += 32)
+            a.grad_x_dst[(i * H + h) * C + c] = from_acc<T>(st.row_grad[row * Cp + c]);
+        }
+#pragma unroll
+        for (int k = 0; k < kLaneChannels; ++k) {
+          const int c = task.lane + 32 * k;
+          if (c < C) a.att_partial[(task.w * H + h) * C + c] = att_share[k];
+        }
+      }
+    }
+  };
+};
+
+// grad_att[k] (k < K = H * C) = sum over the windows w, in window order within each of 16 strided
+// slices and then over the slices in order, of att_partial[w, k]: 32 entries a block, no atomics.
+template <typename T>
+__global__ void __launch_bounds__(512)
+    sum_windows_kernel(const float* partial, int64_t windows, int64_t K, T* out) {
+  constexpr int kSlices = 16;
+  __shared__ float sums[kSlices][33];
+  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+  const int64_t k = int64_t(blockIdx.x) * 32 + tx;
+  float s = 0.0f;
+  if (k < K)
+    for (int64_t w = ty; w < windows; w += kSlices) s += partial[w * K + k];
+  sums[ty][tx] = s;
+  __syncthreads();
+  if (ty != 0 || k >= K) return;
+  float total = 0.0f;
+  for (int y = 0; y < kSlices; ++y) total += sums[y][tx];
+  out[k] = from_acc<T>(total);
+}
 
 template <template <typename, typename, int> class V, typename T, typename I, int Cp>
 __global__ void __launch_bounds__(kWarps * 32)
@@ -507,7 +719,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   constexpr int NF = Cp / 16;
   WarpTask task;
   if (!task.take(num_windows, a.heads)) return;
-  const auto st = warp_stage<BackwardStage<T, Cp>>(task.warp);
+  const auto st = warp_stage<typename V<T, I, Cp>::BwdStage>(task.warp);
   const int lane = task.lane, r = task.r, half = task.half;
   const int64_t H = a.heads, C = a.channels, h = task.h;
   const auto& L = kKeys ? a.transposed : a.layout;
@@ -619,11 +831,12 @@ void run_backward(const typename V<T, I, 16>::Backward& a, cudaStream_t stream,
                   const char* row_name, const char* key_name) {
   with_staged_width(a.channels, [&](auto width) {
     constexpr int Cp = decltype(width)::value;
+    using Stage = typename V<T, I, Cp>::BwdStage;
     // delta comes from the rows' kernel: the keys' kernel runs after it on the stream.
-    launch<BackwardStage<T, Cp>>(backward_kernel<V, T, I, Cp, false>, a, a.layout.num_rows,
-                                 a.heads, stream, row_name);
-    launch<BackwardStage<T, Cp>>(backward_kernel<V, T, I, Cp, true>, a, a.transposed.num_rows,
-                                 a.heads, stream, key_name);
+    launch<Stage>(backward_kernel<V, T, I, Cp, false>, a, a.layout.num_rows, a.heads, stream,
+                  row_name);
+    launch<Stage>(backward_kernel<V, T, I, Cp, true>, a, a.transposed.num_rows, a.heads, stream,
+                  key_name);
   });
 }
 
@@ -650,11 +863,28 @@ void tiles_backward(const GatTileBackward<T, I>& a, cudaStream_t stream) {
   run_backward<GatTiles, T, I>(a, stream, "gat_tiles_dst_grad", "gat_tiles_src_grad");
 }
 
+template <typename T, typename I>
+void tiles_forward(const GatV2TileForward<T, I>& a, cudaStream_t stream) {
+  run_forward<GatV2Tiles, T, I>(a, stream, "gatv2_tiles_forward");
+}
+
+template <typename T, typename I>
+void tiles_backward(const GatV2TileBackward<T, I>& a, cudaStream_t stream) {
+  run_backward<GatV2Tiles, T, I>(a, stream, "gatv2_tiles_dst_grad", "gatv2_tiles_src_grad");
+  // d att: the rows' kernel wrote each window's share; summed in a fixed order after it.
+  const int64_t K = a.heads * a.channels;
+  sum_windows_kernel<T><<<unsigned((K + 31) / 32), 512, 0, stream>>>(
+      a.att_partial, num_tile_windows(a.layout.num_rows), K, a.grad_att);
+  IOGNN_CUDA_CHECK_LAUNCH("gatv2_tiles_att_grad");
+}
+
 #define IOGNN_CUDA_ATTENTION_TILES(T, I)                                               \
   template void tiles_forward<T, I>(const TileAttentionForward<T, I>&, cudaStream_t);    \
   template void tiles_backward<T, I>(const TileAttentionBackward<T, I>&, cudaStream_t);  \
   template void tiles_forward<T, I>(const GatTileForward<T, I>&, cudaStream_t);          \
-  template void tiles_backward<T, I>(const GatTileBackward<T, I>&, cudaStream_t);
+  template void tiles_backward<T, I>(const GatTileBackward<T, I>&, cudaStream_t);        \
+  template void tiles_forward<T, I>(const GatV2TileForward<T, I>&, cudaStream_t);        \
+  template void tiles_backward<T, I>(const GatV2TileBackward<T, I>&, cudaStream_t);
 IOGNN_CUDA_ATTENTION_TILES(float, int32_t)
 IOGNN_CUDA_ATTENTION_TILES(float, int64_t)
 IOGNN_CUDA_ATTENTION_TILES(half_t, int32_t)

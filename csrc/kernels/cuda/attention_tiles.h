@@ -1,4 +1,4 @@
-// Attention on the tile layout (Transformer, GAT), CUDA kernels (contract:
+// Attention on the tile layout (Transformer, GAT, GATv2), CUDA kernels (contract:
 // kernels/attention_tiles_types.h; host twins: kernels/cpu/attention_tiles.h). Torch-free,
 // asynchronous on `stream`, no allocation (the caller gives the backward's delta scratch), no
 // synchronisation.
@@ -27,17 +27,23 @@ namespace iognn::cuda {
 inline constexpr int64_t kTileAttentionMaxChannels = 128;
 
 // T is float (TF32), half_t or bf16_t; a.channels <= kTileAttentionMaxChannels. One overload per
-// variant: GAT's scores are computed elementwise from the logits (no score product).
+// variant: GAT's scores are computed elementwise from the logits, GATv2's per slot from the staged
+// x_dst and x_src rows on the CUDA cores (no score product).
 template <typename T, typename index_t>
 void tiles_forward(const TileAttentionForward<T, index_t>& a, cudaStream_t stream);
 template <typename T, typename index_t>
 void tiles_forward(const GatTileForward<T, index_t>& a, cudaStream_t stream);
+template <typename T, typename index_t>
+void tiles_forward(const GatV2TileForward<T, index_t>& a, cudaStream_t stream);
 
 // The destination rows' kernel (writing delta) over the forward layout, then the source rows'
-// kernel over the transposed one, in stream order.
+// kernel over the transposed one, in stream order (GATv2: then the sum of att_partial into
+// grad_att, a fixed order).
 template <typename T, typename index_t>
 void tiles_backward(const TileAttentionBackward<T, index_t>& a, cudaStream_t stream);
 template <typename T, typename index_t>
 void tiles_backward(const GatTileBackward<T, index_t>& a, cudaStream_t stream);
+template <typename T, typename index_t>
+void tiles_backward(const GatV2TileBackward<T, index_t>& a, cudaStream_t stream);
 
 }  // namespace iognn::cuda

@@ -1,5 +1,5 @@
 """The choice between an op's tile path (Tensor Cores) and its CSR path, shared by propagate
-(``propagate_tiles.py``) and the Transformer and GAT attention (``attention_tiles.py``).
+(``propagate_tiles.py``) and the Transformer, GAT and GATv2 attention (``attention_tiles.py``).
 
 Under the graph's ``tile_policy``: ``"csr"`` never takes the tiles; ``"tiles"`` takes them wherever
 the kernels run (on a CPU graph: the host twin, a reference for tests); ``"auto"`` takes them where
@@ -97,7 +97,8 @@ def choose(graph, x: Tensor, kernels_take: bool, store: str, key: tuple,
 
 
 # The graph attributes the tile paths keep per device (Graph.to drops them).
-STORES = ("_tile_plans", "_attention_tile_plans", "_gat_tile_plans", "_tile_values")
+STORES = ("_tile_plans", "_attention_tile_plans", "_gat_tile_plans", "_gatv2_tile_plans",
+          "_tile_values")
 
 
 def all_plans(graph) -> Dict[str, Plan]:

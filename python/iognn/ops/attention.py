@@ -91,6 +91,9 @@ def gatv2_attention(graph, x_src: Tensor, x_dst: Tensor, att: Tensor,
         edge_attr: optional ``[num_edges, De]`` (or ``[num_edges]``) edge features.
         w_edge: ``lin_edge.weight`` ``[H * C, De]`` (no bias); required with edge_attr.
         Other arguments and the result as in :func:`gat_attention` (alpha after dropout).
+
+    Without edge features, dropout or alpha, a graph whose ``tile_policy`` is not ``"csr"`` may
+    run on the tile path (``ops/attention_tiles.py``).
     """
     check_graph(graph)
     H, C = _heads_channels("x_src", x_src)
@@ -105,6 +108,12 @@ def gatv2_attention(graph, x_src: Tensor, x_dst: Tensor, att: Tensor,
     if edge_attr is not None:
         _check_tensor("w_edge", w_edge, x_src, (H * C, edge_attr.size(1)),
                       "[heads * channels, edge_dim]", "x_src")
+    if _tile_path_may_run(graph, edge_attr, dropout, return_alpha):
+        from . import attention_tiles  # the tile path (ops/attention_tiles.py)
+        slope = float(negative_slope)
+        paths = attention_tiles.choose_gatv2(graph, x_src, x_dst, att, slope)
+        if any(paths):
+            return attention_tiles.tile_gatv2(graph, x_src, x_dst, att, slope, *paths)
     dropout, seed = _dropout_seed(dropout, seed)
     out, _, alpha = torch.ops.iognn.gatv2_attention(
         *_graph_tensors(graph), x_src, x_dst, att, edge_attr, w_edge, float(negative_slope),

@@ -1,18 +1,21 @@
-"""Attention on the tile layout (Tensor Cores on a GPU) - the Graph Transformer's and GAT's - and
-the choice between it and the CSR path.
+"""Attention on the tile layout (Tensor Cores on a GPU) - the Graph Transformer's, GAT's and
+GATv2's - and the choice between it and the CSR path.
 
-The tile path computes what :func:`iognn.ops.transformer_attention` and
-:func:`iognn.ops.gat_attention` compute without edge features, dropout or a returned alpha, over
-the graph's tile layout (:func:`iognn.graph.tile_layout`: row windows of 16 destinations, 8-wide
-tiles of their distinct sources): per window a tile's block of scores (the Transformer: its 16
-query rows against the tile's key rows, a block product; GAT: ``leaky_relu(alpha_src[j] +
-alpha_dst[i])`` elementwise), an online softmax per row and the aggregation of the tile's value
-rows (GAT: ``x``) as a block product (TF32 for fp32, fp16 / bf16; fp32 accumulation). A duplicate
-edge counts once per copy in the softmax, as in PyG: the tiles carry the multiplicity of each
-(destination, source) pair. The backward runs without atomics (deterministic): the destination
-rows' gradients (query; alpha_dst) over the same windows, the source rows' (key and value; x and
-alpha_src) over the windows of the transposed layout (windows of sources, columns of
-destinations). Contract: ``csrc/kernels/attention_tiles_types.h``.
+The tile path computes what :func:`iognn.ops.transformer_attention`,
+:func:`iognn.ops.gat_attention` and :func:`iognn.ops.gatv2_attention` compute without edge
+features, dropout or a returned alpha, over the graph's tile layout
+(:func:`iognn.graph.tile_layout`: row windows of 16 destinations, 8-wide tiles of their distinct
+sources): per window a tile's block of scores (the Transformer: its 16 query rows against the
+tile's key rows, a block product; GAT: ``leaky_relu(alpha_src[j] + alpha_dst[i])`` elementwise;
+GATv2: ``att . leaky_relu(x_dst[i] + x_src[j])`` per slot on the CUDA cores), an online softmax
+per row and the aggregation of the tile's value rows (GAT: ``x``; GATv2: ``x_src``) as a block
+product (TF32 for fp32, fp16 / bf16; fp32 accumulation). A duplicate edge counts once per copy in
+the softmax, as in PyG: the tiles carry the multiplicity of each (destination, source) pair. The
+backward runs without atomics (deterministic): the destination rows' gradients (query; alpha_dst;
+x_dst and each window's share of GATv2's att, summed over the windows in a fixed order) over the
+same windows, the source rows' (key and value; x and alpha_src; x_src) over the windows of the
+transposed layout (windows of sources, columns of destinations). Contract:
+``csrc/kernels/attention_tiles_types.h``.
 
 Which path runs is decided per op, graph, dtype, heads, channels and direction under the graph's
 ``tile_policy`` (``"csr"``, ``"auto"``, ``"tiles"``: ``ops/_tile_choice.py``); heads wider than
@@ -99,7 +102,19 @@ GAT = Variant(
     lambda graph, xa, out, lse, grad, slope: _gat_grads(ops.gat_attention_backward(
         *_graph_tensors(graph), *xa, None, None, lse, grad, None, slope, 0.0, 0), xa[2]))
 
-VARIANTS = {v.name: v for v in (TRANSFORMER, GAT)}
+# inputs (x_src, x_dst, att [H, C]), param: the negative slope.
+GATV2 = Variant(
+    "gatv2", "_gatv2_tile_plans",
+    lambda graph, xs, slope: ops.gatv2_tiles_forward(
+        *_layout_args(graph, False, xs[0].dtype), *xs, slope),
+    lambda graph, xs, out, lse, grad, slope: ops.gatv2_tiles_backward(
+        *_layouts(graph, xs[0].dtype), *xs, out, lse, grad, slope),
+    lambda graph, xs, slope: ops.gatv2_attention(
+        *_graph_tensors(graph), *xs, None, None, slope, 0.0, 0, False)[:2],
+    lambda graph, xs, out, lse, grad, slope: ops.gatv2_attention_backward(
+        *_graph_tensors(graph), *xs, None, None, lse, grad, None, slope, 0.0, 0)[:3])
+
+VARIANTS = {v.name: v for v in (TRANSFORMER, GAT, GATV2)}
 
 
 class _TileAttention(torch.autograd.Function):
@@ -158,9 +173,15 @@ def choose_gat(graph, x: Tensor, alpha_src: Tensor, alpha_dst: Optional[Tensor],
     return choose_variant(GAT, graph, (x, alpha_src, alpha_dst), negative_slope)
 
 
+def choose_gatv2(graph, x_src: Tensor, x_dst: Tensor, att: Tensor,
+                 negative_slope: float) -> Tuple[bool, bool]:
+    """GATv2's paths (:func:`choose_variant`)."""
+    return choose_variant(GATV2, graph, (x_src, x_dst, att), negative_slope)
+
+
 def plans(graph, op: str = "transformer") -> Dict[str, dict]:
-    """The choices made for ``op`` (``"transformer"``, ``"gat"``) on ``graph`` so far, keyed
-    ``"<dtype> H=<heads> C=<channels>"``."""
+    """The choices made for ``op`` (``"transformer"``, ``"gat"``, ``"gatv2"``) on ``graph`` so far,
+    keyed ``"<dtype> H=<heads> C=<channels>"``."""
     return {f"{str(dtype).replace('torch.', '')} H={heads} C={channels}": plan
             for (dtype, heads, channels), plan in
             getattr(graph, VARIANTS[op].store, {}).items()}
@@ -178,3 +199,11 @@ def tile_gat(graph, x: Tensor, alpha_src: Tensor, alpha_dst: Optional[Tensor],
     """``gat_attention`` (no edge features, dropout or alpha) on the given paths."""
     return _TileAttention.apply(GAT, graph, negative_slope, tiles_forward, tiles_backward, x,
                                 alpha_src, alpha_dst)
+
+
+def tile_gatv2(graph, x_src: Tensor, x_dst: Tensor, att: Tensor, negative_slope: float,
+               tiles_forward: bool, tiles_backward: bool) -> Tensor:
+    """``gatv2_attention`` (no edge features, dropout or alpha; ``att`` ``[H, C]``) on the given
+    paths."""
+    return _TileAttention.apply(GATV2, graph, negative_slope, tiles_forward, tiles_backward, x_src,
+                                x_dst, att)
