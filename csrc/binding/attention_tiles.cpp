@@ -15,11 +15,11 @@ struct CpuAttentionTiles {
   using Scope = HostScope;
   template <typename T, typename I, class Args>
   static void forward(const Scope&, const Args& a, const char*) {
-    cpu::tiles_forward<T, I>(a);
+    cpu::tiles_forward(a);
   }
   template <typename T, typename I, class Args>
   static void backward(const Scope&, const Args& a, const char*) {
-    cpu::tiles_backward<T, I>(a);
+    cpu::tiles_backward(a);
   }
 };
 

@@ -34,6 +34,7 @@
 
 #include <array>
 #include <tuple>
+#include <type_traits>
 
 #include "binding/attention_checks.h"
 #include "binding/utils.h"
@@ -258,48 +259,6 @@ inline std::tuple<Tensor, Tensor, Tensor> as_tuple(const std::array<Tensor, 3>& 
   return {grads[0], grads[1], grads[2]};
 }
 
-template <class Backend>
-struct TransformerTileOps {
-  static std::tuple<Tensor, Tensor> forward(const Tensor& window_ptr, const Tensor& tile_cols,
-                                            const OptTensor& row_order, const Tensor& counts,
-                                            const Tensor& query, const Tensor& key,
-                                            const Tensor& value, double scale) {
-    constexpr const char* op = "iognn::transformer_tiles_forward";
-    if constexpr (is_meta_v<Backend>) {
-      return forward_outputs(query, query.sym_size(0));
-    } else {
-      const auto [H, C] = check_qkv(op, query, key, value);
-      return forward_op<Backend, TransformerTileInputs>(
-          op, forward_layout(window_ptr, tile_cols, row_order, counts), query.size(0), H, C,
-          VariantInputs<3>{{query, key, value}, scale, query, "query"});
-    }
-  }
-
-  static std::tuple<Tensor, Tensor, Tensor> backward(
-      const Tensor& window_ptr, const Tensor& tile_cols, const OptTensor& row_order,
-      const Tensor& counts, const Tensor& window_ptr_t, const Tensor& tile_cols_t,
-      const OptTensor& row_order_t, const Tensor& counts_t, const Tensor& query,
-      const Tensor& key, const Tensor& value, const Tensor& out, const Tensor& lse,
-      const Tensor& grad_out, double scale) {
-    constexpr const char* op = "iognn::transformer_tiles_backward";
-    auto outputs = [&] {
-      return std::array{empty_like_rows(query), empty_like_rows(key), empty_like_rows(value)};
-    };
-    if constexpr (is_meta_v<Backend>) {
-      return as_tuple(outputs());
-    } else {
-      const auto [H, C] = check_qkv(op, query, key, value);
-      const auto grads = outputs();
-      const auto [L, Lt] = backward_layouts(window_ptr, tile_cols, row_order, counts,
-                                            window_ptr_t, tile_cols_t, row_order_t, counts_t);
-      backward_op<Backend, TransformerTileInputs, TransformerTileGrads>(
-          op, L, Lt, query.size(0), key.size(0), H, C, out, lse, grad_out,
-          VariantInputs<3>{{query, key, value}, scale, query, "query"}, grads, no_extra);
-      return as_tuple(grads);
-    }
-  }
-};
-
 // x [num_src, H, C], alpha_src [num_src, H], alpha_dst [num_dst, H] or absent: one dtype and
 // device; returns (H, C).
 inline std::pair<int64_t, int64_t> check_gat_inputs(const char* op, const Tensor& x,
@@ -375,55 +334,90 @@ inline std::pair<int64_t, int64_t> check_gatv2_inputs(const char* op, const Tens
   return {H, C};
 }
 
-template <class Backend>
-struct GatV2TileOps {
+// A gradient like its input: node rows [N, H, C] (every row is written), or a parameter, zeros
+// where no kernel runs (its gradient sums over every window).
+inline Tensor grad_like(const Tensor& t) {
+  return t.dim() == 3 ? empty_like_rows(t) : at::zeros_symint(t.sym_sizes(), t.options());
+}
+
+// The names of a variant's ops and of its reference input (the first), and which of its three
+// inputs hold the destination and the source rows.
+struct ThreeInputNames {
+  const char *forward, *backward, *ref;
+  int dst_input, src_input;
+};
+inline constexpr ThreeInputNames kTransformerNames{
+    "iognn::transformer_tiles_forward", "iognn::transformer_tiles_backward", "query", 0, 1};
+inline constexpr ThreeInputNames kGatV2Names{"iognn::gatv2_tiles_forward",
+                                             "iognn::gatv2_tiles_backward", "x_src", 1, 0};
+
+// The ops of a variant whose three inputs are all given (the Transformer: query, key, value;
+// GATv2: x_src, x_dst, att) with its Inputs and Grads structs, its names and check(op, a, b, c)
+// -> (H, C). A parameter input (2-D, like att) goes to the kernels contiguous (they read it as
+// one row); GATv2's backward adds the scratch of d att's per-window shares (att_partial).
+template <class Backend, template <typename> class Inputs, template <typename> class Grads,
+          const ThreeInputNames& kNames, auto check>
+struct ThreeInputTileOps {
+  static std::array<OptTensor, 3> kernel_rows(const Tensor& a, const Tensor& b, const Tensor& c) {
+    return {a, b, c.dim() == 3 ? c : c.contiguous()};
+  }
+
   static std::tuple<Tensor, Tensor> forward(const Tensor& window_ptr, const Tensor& tile_cols,
                                             const OptTensor& row_order, const Tensor& counts,
-                                            const Tensor& x_src, const Tensor& x_dst,
-                                            const Tensor& att, double negative_slope) {
-    constexpr const char* op = "iognn::gatv2_tiles_forward";
+                                            const Tensor& a, const Tensor& b, const Tensor& c,
+                                            double param) {
+    const Tensor* inputs[3] = {&a, &b, &c};
+    const Tensor& dst = *inputs[kNames.dst_input];
     if constexpr (is_meta_v<Backend>) {
-      return forward_outputs(x_src, x_dst.sym_size(0));
+      return forward_outputs(a, dst.sym_size(0));
     } else {
-      const auto [H, C] = check_gatv2_inputs(op, x_src, x_dst, att);
-      return forward_op<Backend, GatV2TileInputs>(
-          op, forward_layout(window_ptr, tile_cols, row_order, counts), x_dst.size(0), H, C,
-          VariantInputs<3>{{x_src, x_dst, att.contiguous()}, negative_slope, x_src, "x_src"});
+      const auto hc = check(kNames.forward, a, b, c);
+      return forward_op<Backend, Inputs>(
+          kNames.forward, forward_layout(window_ptr, tile_cols, row_order, counts), dst.size(0),
+          hc.first, hc.second, VariantInputs<3>{kernel_rows(a, b, c), param, a, kNames.ref});
     }
   }
 
   static std::tuple<Tensor, Tensor, Tensor> backward(
       const Tensor& window_ptr, const Tensor& tile_cols, const OptTensor& row_order,
       const Tensor& counts, const Tensor& window_ptr_t, const Tensor& tile_cols_t,
-      const OptTensor& row_order_t, const Tensor& counts_t, const Tensor& x_src,
-      const Tensor& x_dst, const Tensor& att, const Tensor& out, const Tensor& lse,
-      const Tensor& grad_out, double negative_slope) {
-    constexpr const char* op = "iognn::gatv2_tiles_backward";
-    // grad_att is zeros where no kernel runs (no rows at all).
-    auto outputs = [&] {
-      return std::array{empty_like_rows(x_src), empty_like_rows(x_dst),
-                        at::zeros_symint({x_src.sym_size(1), x_src.sym_size(2)}, x_src.options())};
-    };
+      const OptTensor& row_order_t, const Tensor& counts_t, const Tensor& a, const Tensor& b,
+      const Tensor& c, const Tensor& out, const Tensor& lse, const Tensor& grad_out,
+      double param) {
+    auto outputs = [&] { return std::array{grad_like(a), grad_like(b), grad_like(c)}; };
     if constexpr (is_meta_v<Backend>) {
       return as_tuple(outputs());
     } else {
-      const auto [H, C] = check_gatv2_inputs(op, x_src, x_dst, att);
+      const auto hc = check(kNames.backward, a, b, c);
+      const int64_t H = hc.first, C = hc.second;
+      const Tensor* inputs[3] = {&a, &b, &c};
+      const int64_t num_dst = inputs[kNames.dst_input]->size(0);
       const auto grads = outputs();
-      const int64_t num_dst = x_dst.size(0);
       const auto [L, Lt] = backward_layouts(window_ptr, tile_cols, row_order, counts,
                                             window_ptr_t, tile_cols_t, row_order_t, counts_t);
-      const Tensor att_partial = at::empty({num_tile_windows(num_dst), H, C},
-                                           x_src.options().dtype(acc_dtype(x_src.scalar_type())));
-      backward_op<Backend, GatV2TileInputs, GatV2TileGrads>(
-          op, L, Lt, num_dst, x_src.size(0), H, C, out, lse, grad_out,
-          VariantInputs<3>{{x_src, x_dst, att.contiguous()}, negative_slope, x_src, "x_src"},
-          grads, [&](auto ft, auto& a) {
-            a.att_partial = ptr<acc_t<typename decltype(ft)::type>>(att_partial);
+      constexpr bool kAttPartial = std::is_same_v<Grads<float>, GatV2TileGrads<float>>;
+      Tensor att_partial;
+      if constexpr (kAttPartial)
+        att_partial = at::empty({num_tile_windows(num_dst), H, C},
+                                a.options().dtype(acc_dtype(a.scalar_type())));
+      backward_op<Backend, Inputs, Grads>(
+          kNames.backward, L, Lt, num_dst, inputs[kNames.src_input]->size(0), H, C, out, lse,
+          grad_out, VariantInputs<3>{kernel_rows(a, b, c), param, a, kNames.ref}, grads,
+          [&](auto ft, auto& args) {
+            if constexpr (kAttPartial)
+              args.att_partial = ptr<acc_t<typename decltype(ft)::type>>(att_partial);
           });
       return as_tuple(grads);
     }
   }
 };
+
+template <class Backend>
+using TransformerTileOps = ThreeInputTileOps<Backend, TransformerTileInputs, TransformerTileGrads,
+                                             kTransformerNames, &check_qkv>;
+template <class Backend>
+using GatV2TileOps = ThreeInputTileOps<Backend, GatV2TileInputs, GatV2TileGrads, kGatV2Names,
+                                       &check_gatv2_inputs>;
 
 template <class Backend>
 void register_attention_tiles(torch::Library& m) {

@@ -32,13 +32,13 @@ struct CudaAttentionTiles {
   static void forward(const Scope& s, const Args& a, const char* op) {
     check_runs_on_tensor_cores<T>(op, a.channels);
     if constexpr (!std::is_same_v<T, double>)
-      translate_errors([&] { cuda::tiles_forward<T, I>(a, s.stream); });
+      translate_errors([&] { cuda::tiles_forward(a, s.stream); });
   }
   template <typename T, typename I, class Args>
   static void backward(const Scope& s, const Args& a, const char* op) {
     check_runs_on_tensor_cores<T>(op, a.channels);
     if constexpr (!std::is_same_v<T, double>)
-      translate_errors([&] { cuda::tiles_backward<T, I>(a, s.stream); });
+      translate_errors([&] { cuda::tiles_backward(a, s.stream); });
   }
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "core/parallel.h"
@@ -51,6 +52,28 @@ constexpr acc kNegInf = -std::numeric_limits<acc>::infinity();
 //   add_value_grads(n, dv)       (sources) adds the rows' share of their value gradient to dv
 // and V::values() the value rows [num_src, H, C].
 
+// The window of a variant whose score pairs a destination's row of dst_rows with a source's row
+// of src_rows (head h): the window's rows of one (dst_rows for kDst) [16][C], loaded per head,
+// the column nodes' rows of the other, and the rows' gradient sums [16][C].
+template <typename T, bool kDst>
+struct PairedRows {
+  using acc = acc_t<T>;
+  NodeRows<T> dst_rows, src_rows;
+  int64_t C;
+  std::vector<acc> rows, grad;
+  PairedRows(NodeRows<T> dst_rows_, NodeRows<T> src_rows_, int64_t C_)
+      : dst_rows(dst_rows_), src_rows(src_rows_), C(C_), rows(kTileRows * C_),
+        grad(kTileRows * C_) {}
+  const T* col_row(int64_t col, int64_t h) const {
+    return (kDst ? src_rows : dst_rows).at(col, h, C);
+  }
+  void load(const int64_t* ids, int64_t n, int64_t h) {
+    for (int64_t r = 0; r < n; ++r)
+      load_row((kDst ? dst_rows : src_rows).at(ids[r], h, C), C, rows.data() + r * C);
+    std::fill(grad.begin(), grad.end(), acc(0));
+  }
+};
+
 // The Transformer: s = scale <q_i, k_j>; the rows' gradients dQ (kDst) or dK.
 template <typename T>
 struct TransformerScores {
@@ -67,19 +90,11 @@ struct TransformerScores {
   NodeRows<T> values() const { return value; }
 
   template <bool kDst>
-  struct Window {
+  struct Window : PairedRows<T, kDst> {  // rows: the queries (kDst) or keys
+    using PairedRows<T, kDst>::rows, PairedRows<T, kDst>::grad, PairedRows<T, kDst>::col_row;
     const TransformerScores& v;
-    std::vector<acc> rows, grad;  // the rows' queries (kDst) or keys, and their gradient sums
     explicit Window(const TransformerScores& v_)
-        : v(v_), rows(kTileRows * v_.C), grad(kTileRows * v_.C) {}
-    const T* col_row(int64_t col, int64_t h) const {
-      return (kDst ? v.key : v.query).at(col, h, v.C);
-    }
-    void load(const int64_t* ids, int64_t n, int64_t h) {
-      for (int64_t r = 0; r < n; ++r)
-        load_row((kDst ? v.query : v.key).at(ids[r], h, v.C), v.C, rows.data() + r * v.C);
-      std::fill(grad.begin(), grad.end(), acc(0));
-    }
+        : PairedRows<T, kDst>(v_.query, v_.key, v_.C), v(v_) {}
     acc score(int64_t r, int64_t col, int64_t h) const {
       return v.scale * dot_row(rows.data() + r * v.C, col_row(col, h), v.C);
     }
@@ -153,33 +168,29 @@ struct GatScores {
 template <typename T>
 struct GatV2Scores {
   using acc = acc_t<T>;
-  NodeRows<T> x_src, x_dst, att;
+  GatV2TileInputs<T> in;
   int64_t H, C;
   acc slope;
-  T* grad_x_dst;         // the backward's
-  acc* att_partial;      // the backward's: [num_windows, H, C]
+  T* grad_x_dst;     // the backward's
+  acc* att_partial;  // the backward's: [num_windows, H, C]
 
   template <class Args>
   explicit GatV2Scores(const Args& a, T* grad_x_dst_ = nullptr, acc* att_partial_ = nullptr)
-      : x_src(a.x_src), x_dst(a.x_dst), att(a.att), H(a.heads), C(a.channels),
-        slope(acc(a.negative_slope)), grad_x_dst(grad_x_dst_), att_partial(att_partial_) {}
-  NodeRows<T> values() const { return x_src; }
+      : in(a), H(a.heads), C(a.channels), slope(acc(a.negative_slope)), grad_x_dst(grad_x_dst_),
+        att_partial(att_partial_) {}
+  NodeRows<T> values() const { return in.x_src; }
 
   template <bool kDst>
-  struct Window {
+  struct Window : PairedRows<T, kDst> {  // rows: the x_dst (kDst) or x_src rows
+    using PairedRows<T, kDst>::rows, PairedRows<T, kDst>::grad, PairedRows<T, kDst>::col_row;
     const GatV2Scores& v;
-    // The rows' x_dst (kDst) or x_src, head h's att, the rows' gradient sums, the window's d att.
-    std::vector<acc> rows, att, grad, att_grad;
+    std::vector<acc> att, att_grad;  // head h's att, the window's share of d att
     explicit Window(const GatV2Scores& v_)
-        : v(v_), rows(kTileRows * v_.C), att(v_.C), grad(kTileRows * v_.C), att_grad(v_.C) {}
-    const T* col_row(int64_t col, int64_t h) const {
-      return (kDst ? v.x_src : v.x_dst).at(col, h, v.C);
-    }
+        : PairedRows<T, kDst>(v_.in.x_dst, v_.in.x_src, v_.C), v(v_), att(v_.C),
+          att_grad(v_.C) {}
     void load(const int64_t* ids, int64_t n, int64_t h) {
-      for (int64_t r = 0; r < n; ++r)
-        load_row((kDst ? v.x_dst : v.x_src).at(ids[r], h, v.C), v.C, rows.data() + r * v.C);
-      load_row(v.att.at(0, h, v.C), v.C, att.data());
-      std::fill(grad.begin(), grad.end(), acc(0));
+      PairedRows<T, kDst>::load(ids, n, h);
+      load_row(v.in.att.at(0, h, v.C), v.C, att.data());
       std::fill(att_grad.begin(), att_grad.end(), acc(0));
     }
     acc score(int64_t r, int64_t col, int64_t h) const {
@@ -356,35 +367,10 @@ void window_backward(const V& v, const Args& a, T* grad_value) {
   });
 }
 
-}  // namespace
-
+// d att of GATv2: the windows' shares summed in window order by one thread (the same for any
+// thread count).
 template <typename T, typename I>
-void tiles_forward(const TileAttentionForward<T, I>& a) {
-  window_forward(TransformerScores<T>(a), a.layout, a.heads, a.channels, a.out, a.lse);
-}
-template <typename T, typename I>
-void tiles_forward(const GatTileForward<T, I>& a) {
-  window_forward(GatScores<T>(a), a.layout, a.heads, a.channels, a.out, a.lse);
-}
-
-template <typename T, typename I>
-void tiles_backward(const TileAttentionBackward<T, I>& a) {
-  window_backward<TransformerScores<T>, T, I>(TransformerScores<T>(a, a.grad_query, a.grad_key), a,
-                                              a.grad_value);
-}
-template <typename T, typename I>
-void tiles_backward(const GatTileBackward<T, I>& a) {
-  window_backward<GatScores<T>, T, I>(GatScores<T>(a, a.grad_a_src, a.grad_a_dst), a, a.grad_x);
-}
-template <typename T, typename I>
-void tiles_forward(const GatV2TileForward<T, I>& a) {
-  window_forward(GatV2Scores<T>(a), a.layout, a.heads, a.channels, a.out, a.lse);
-}
-template <typename T, typename I>
-void tiles_backward(const GatV2TileBackward<T, I>& a) {
-  window_backward<GatV2Scores<T>, T, I>(GatV2Scores<T>(a, a.grad_x_dst, a.att_partial), a,
-                                        a.grad_x_src);
-  // d att: the windows' shares summed in window order, one thread (the same for any count).
+void sum_att_partial(const GatV2TileBackward<T, I>& a) {
   const int64_t windows = num_tile_windows(a.layout.num_rows), K = a.heads * a.channels;
   for (int64_t k = 0; k < K; ++k) {
     acc_t<T> sum = 0;
@@ -393,13 +379,44 @@ void tiles_backward(const GatV2TileBackward<T, I>& a) {
   }
 }
 
-#define IOGNN_ATTENTION_TILES(T, I)                                                              \
-  template void tiles_forward<T, I>(const TileAttentionForward<T, I>&);                          \
-  template void tiles_backward<T, I>(const TileAttentionBackward<T, I>&);                        \
-  template void tiles_forward<T, I>(const GatTileForward<T, I>&);                                \
-  template void tiles_backward<T, I>(const GatTileBackward<T, I>&);                              \
-  template void tiles_forward<T, I>(const GatV2TileForward<T, I>&);                              \
-  template void tiles_backward<T, I>(const GatV2TileBackward<T, I>&);
+}  // namespace
+
+// Each variant's scores, chosen by its Inputs struct.
+template <template <typename> class Inputs, typename T, typename I>
+void tiles_forward(const TileForward<Inputs, T, I>& a) {
+  auto run = [&](const auto& scores) {
+    window_forward(scores, a.layout, a.heads, a.channels, a.out, a.lse);
+  };
+  if constexpr (std::is_same_v<Inputs<T>, TransformerTileInputs<T>>)
+    run(TransformerScores<T>(a));
+  else if constexpr (std::is_same_v<Inputs<T>, GatTileInputs<T>>)
+    run(GatScores<T>(a));
+  else
+    run(GatV2Scores<T>(a));
+}
+
+template <template <typename> class Inputs, template <typename> class Grads, typename T,
+          typename I>
+void tiles_backward(const TileBackward<Inputs, Grads, T, I>& a) {
+  if constexpr (std::is_same_v<Inputs<T>, TransformerTileInputs<T>>) {
+    window_backward<TransformerScores<T>, T, I>(
+        TransformerScores<T>(a, a.grad_query, a.grad_key), a, a.grad_value);
+  } else if constexpr (std::is_same_v<Inputs<T>, GatTileInputs<T>>) {
+    window_backward<GatScores<T>, T, I>(GatScores<T>(a, a.grad_a_src, a.grad_a_dst), a, a.grad_x);
+  } else {
+    window_backward<GatV2Scores<T>, T, I>(GatV2Scores<T>(a, a.grad_x_dst, a.att_partial), a,
+                                          a.grad_x_src);
+    sum_att_partial(a);
+  }
+}
+
+#define IOGNN_ATTENTION_TILES(T, I)                                                       \
+  template void tiles_forward(const TileAttentionForward<T, I>&);                         \
+  template void tiles_backward(const TileAttentionBackward<T, I>&);                       \
+  template void tiles_forward(const GatTileForward<T, I>&);                               \
+  template void tiles_backward(const GatTileBackward<T, I>&);                             \
+  template void tiles_forward(const GatV2TileForward<T, I>&);                             \
+  template void tiles_backward(const GatV2TileBackward<T, I>&);
 IOGNN_FOR_ALL_TYPES(IOGNN_ATTENTION_TILES)
 
 }  // namespace iognn::cpu

@@ -489,23 +489,28 @@ struct GatV2Tiles {
     store_run_f32(s, r, half, sum);
   }
 
-  struct Fwd {
-    const Forward& a;
+  // What the forward's and the backward's per-warp objects hold: the arguments, head h and C.
+  template <class Args>
+  struct WarpArgs {
+    const Args& a;
     int64_t h, C;
-    float slope;
-    __device__ Fwd(const Forward& a_, int64_t h_, int64_t C_)
-        : a(a_), h(h_), C(C_), slope(float(a_.negative_slope)) {}
-    __device__ NodeRows<T> values() const { return a.x_src; }
-    __device__ float score(float s) const { return s; }
+    __device__ WarpArgs(const Args& a_, int64_t h_, int64_t C_) : a(a_), h(h_), C(C_) {}
+    __device__ float slope() const { return float(a.negative_slope); }
+  };
+
+  struct Fwd : WarpArgs<Forward> {
+    using WarpArgs<Forward>::WarpArgs;
+    __device__ float score(float s) const { return s; }  // st.s holds the scores
+    __device__ NodeRows<T> values() const { return this->a.x_src; }
     // The window's x_dst rows in st.q, att in st.k (the Transformer's key block).
     __device__ void begin(const ForwardStage<T, Cp>& st, int lane, int) const {
-      stage_rows<T, Cp>(st.q, st.rows, a.x_dst, h, C, lane);
-      stage_att(st.k, a.att, h, C, lane);
+      stage_rows<T, Cp>(st.q, st.rows, this->a.x_dst, this->h, this->C, lane);
+      stage_att(st.k, this->a.att, this->h, this->C, lane);
     }
     // The step's x_src rows are its value rows (st.v).
     __device__ void step(const ForwardStage<T, Cp>& st, int, int r, int half) const {
       __syncwarp();
-      scores(st.s, st.q, st.v, st.k, slope, r, half);
+      scores(st.s, st.q, st.v, st.k, this->slope(), r, half);
       __syncwarp();
     }
   };
@@ -514,16 +519,13 @@ struct GatV2Tiles {
   // x = att; rows of sources: b = x_src rows (scores and dP), x = x_dst columns, y = grad
   // columns, a = att.
   template <bool kKeys>
-  struct Bwd {
-    const Backward& a;
-    int64_t h, C;
-    float slope;
+  struct Bwd : WarpArgs<Backward> {
+    using WarpArgs<Backward>::a, WarpArgs<Backward>::h, WarpArgs<Backward>::C;
     NodeRows<T> grad_rows;
     float att_share[kLaneChannels] = {};  // rows of destinations: the lane's channels of d att
     __device__ Bwd(const Backward& a_, int64_t h_, int64_t C_)
-        : a(a_), h(h_), C(C_), slope(float(a_.negative_slope)),
-          grad_rows{a_.grad_out, a_.heads * C_} {}
-    __device__ float score(float s) const { return s; }
+        : WarpArgs<Backward>(a_, h_, C_), grad_rows{a_.grad_out, a_.heads * C_} {}
+    __device__ float score(float s) const { return s; }  // st.s holds the scores
     __device__ static In* row_block(const BwdStage& st) { return kKeys ? st.b : st.a; }
     __device__ static In* col_block(const BwdStage& st) { return kKeys ? st.x : st.y; }
     __device__ static In* att_block(const BwdStage& st) { return kKeys ? st.a : st.x; }
@@ -539,7 +541,7 @@ struct GatV2Tiles {
       if constexpr (kKeys) stage_rows<T, Cp>(st.y, st.cols, grad_rows, h, C, lane);
       __syncwarp();
       score_block<T, Cp>(st.b, st.y, st.dp);
-      scores(st.s, row_block(st), col_block(st), att_block(st), slope, r, half);
+      scores(st.s, row_block(st), col_block(st), att_block(st), this->slope(), r, half);
       __syncwarp();
     }
     // The lane's run of dS replaces its (read) run of dP; then each lane adds, for its channels
@@ -550,6 +552,7 @@ struct GatV2Tiles {
       store_run_f32(st.dp, r, half, ds);
       __syncwarp();
       const int lane = threadIdx.x & 31;
+      const float slope = this->slope();
       const In *rows = row_block(st), *cols = col_block(st), *att = att_block(st);
 #pragma unroll
       for (int k = 0; k < kLaneChannels; ++k) {
@@ -840,51 +843,49 @@ void run_backward(const typename V<T, I, 16>::Backward& a, cudaStream_t stream,
   });
 }
 
-}  // namespace
-
+// d att of GATv2: the rows' kernel wrote each window's share; summed in a fixed order after it.
 template <typename T, typename I>
-void tiles_forward(const TileAttentionForward<T, I>& a, cudaStream_t stream) {
-  run_forward<TransformerTiles, T, I>(a, stream, "transformer_tiles_forward");
-}
-
-template <typename T, typename I>
-void tiles_backward(const TileAttentionBackward<T, I>& a, cudaStream_t stream) {
-  run_backward<TransformerTiles, T, I>(a, stream, "transformer_tiles_query_grad",
-                                       "transformer_tiles_key_value_grad");
-}
-
-template <typename T, typename I>
-void tiles_forward(const GatTileForward<T, I>& a, cudaStream_t stream) {
-  run_forward<GatTiles, T, I>(a, stream, "gat_tiles_forward");
-}
-
-template <typename T, typename I>
-void tiles_backward(const GatTileBackward<T, I>& a, cudaStream_t stream) {
-  run_backward<GatTiles, T, I>(a, stream, "gat_tiles_dst_grad", "gat_tiles_src_grad");
-}
-
-template <typename T, typename I>
-void tiles_forward(const GatV2TileForward<T, I>& a, cudaStream_t stream) {
-  run_forward<GatV2Tiles, T, I>(a, stream, "gatv2_tiles_forward");
-}
-
-template <typename T, typename I>
-void tiles_backward(const GatV2TileBackward<T, I>& a, cudaStream_t stream) {
-  run_backward<GatV2Tiles, T, I>(a, stream, "gatv2_tiles_dst_grad", "gatv2_tiles_src_grad");
-  // d att: the rows' kernel wrote each window's share; summed in a fixed order after it.
+void sum_att_partial(const GatV2TileBackward<T, I>& a, cudaStream_t stream) {
   const int64_t K = a.heads * a.channels;
   sum_windows_kernel<T><<<unsigned((K + 31) / 32), 512, 0, stream>>>(
       a.att_partial, num_tile_windows(a.layout.num_rows), K, a.grad_att);
   IOGNN_CUDA_CHECK_LAUNCH("gatv2_tiles_att_grad");
 }
 
-#define IOGNN_CUDA_ATTENTION_TILES(T, I)                                               \
-  template void tiles_forward<T, I>(const TileAttentionForward<T, I>&, cudaStream_t);    \
-  template void tiles_backward<T, I>(const TileAttentionBackward<T, I>&, cudaStream_t);  \
-  template void tiles_forward<T, I>(const GatTileForward<T, I>&, cudaStream_t);          \
-  template void tiles_backward<T, I>(const GatTileBackward<T, I>&, cudaStream_t);        \
-  template void tiles_forward<T, I>(const GatV2TileForward<T, I>&, cudaStream_t);        \
-  template void tiles_backward<T, I>(const GatV2TileBackward<T, I>&, cudaStream_t);
+}  // namespace
+
+// Each variant's kernels, chosen by its Inputs struct, and the names their launches report.
+template <template <typename> class Inputs, typename T, typename I>
+void tiles_forward(const TileForward<Inputs, T, I>& a, cudaStream_t stream) {
+  if constexpr (std::is_same_v<Inputs<T>, TransformerTileInputs<T>>)
+    run_forward<TransformerTiles, T, I>(a, stream, "transformer_tiles_forward");
+  else if constexpr (std::is_same_v<Inputs<T>, GatTileInputs<T>>)
+    run_forward<GatTiles, T, I>(a, stream, "gat_tiles_forward");
+  else
+    run_forward<GatV2Tiles, T, I>(a, stream, "gatv2_tiles_forward");
+}
+
+template <template <typename> class Inputs, template <typename> class Grads, typename T,
+          typename I>
+void tiles_backward(const TileBackward<Inputs, Grads, T, I>& a, cudaStream_t stream) {
+  if constexpr (std::is_same_v<Inputs<T>, TransformerTileInputs<T>>) {
+    run_backward<TransformerTiles, T, I>(a, stream, "transformer_tiles_query_grad",
+                                         "transformer_tiles_key_value_grad");
+  } else if constexpr (std::is_same_v<Inputs<T>, GatTileInputs<T>>) {
+    run_backward<GatTiles, T, I>(a, stream, "gat_tiles_dst_grad", "gat_tiles_src_grad");
+  } else {
+    run_backward<GatV2Tiles, T, I>(a, stream, "gatv2_tiles_dst_grad", "gatv2_tiles_src_grad");
+    sum_att_partial(a, stream);
+  }
+}
+
+#define IOGNN_CUDA_ATTENTION_TILES(T, I)                                                         \
+  template void tiles_forward(const TileAttentionForward<T, I>&, cudaStream_t);                    \
+  template void tiles_backward(const TileAttentionBackward<T, I>&, cudaStream_t);                  \
+  template void tiles_forward(const GatTileForward<T, I>&, cudaStream_t);                          \
+  template void tiles_backward(const GatTileBackward<T, I>&, cudaStream_t);                        \
+  template void tiles_forward(const GatV2TileForward<T, I>&, cudaStream_t);                        \
+  template void tiles_backward(const GatV2TileBackward<T, I>&, cudaStream_t);
 IOGNN_CUDA_ATTENTION_TILES(float, int32_t)
 IOGNN_CUDA_ATTENTION_TILES(float, int64_t)
 IOGNN_CUDA_ATTENTION_TILES(half_t, int32_t)

@@ -26,24 +26,18 @@ namespace iognn::cuda {
 // The widest head (C) the kernels take.
 inline constexpr int64_t kTileAttentionMaxChannels = 128;
 
-// T is float (TF32), half_t or bf16_t; a.channels <= kTileAttentionMaxChannels. One overload per
-// variant: GAT's scores are computed elementwise from the logits, GATv2's per slot from the staged
-// x_dst and x_src rows on the CUDA cores (no score product).
-template <typename T, typename index_t>
-void tiles_forward(const TileAttentionForward<T, index_t>& a, cudaStream_t stream);
-template <typename T, typename index_t>
-void tiles_forward(const GatTileForward<T, index_t>& a, cudaStream_t stream);
-template <typename T, typename index_t>
-void tiles_forward(const GatV2TileForward<T, index_t>& a, cudaStream_t stream);
+// The forward of a variant (its arguments: kernels/attention_tiles_types.h; instantiated for the
+// Transformer's, GAT's and GATv2's). T is float (TF32), half_t or bf16_t; a.channels <=
+// kTileAttentionMaxChannels. GAT's scores are computed elementwise from the logits, GATv2's per
+// slot from the staged x_dst and x_src rows on the CUDA cores (no score product).
+template <template <typename> class Inputs, typename T, typename index_t>
+void tiles_forward(const TileForward<Inputs, T, index_t>& a, cudaStream_t stream);
 
 // The destination rows' kernel (writing delta) over the forward layout, then the source rows'
 // kernel over the transposed one, in stream order (GATv2: then the sum of att_partial into
 // grad_att, a fixed order).
-template <typename T, typename index_t>
-void tiles_backward(const TileAttentionBackward<T, index_t>& a, cudaStream_t stream);
-template <typename T, typename index_t>
-void tiles_backward(const GatTileBackward<T, index_t>& a, cudaStream_t stream);
-template <typename T, typename index_t>
-void tiles_backward(const GatV2TileBackward<T, index_t>& a, cudaStream_t stream);
+template <template <typename> class Inputs, template <typename> class Grads, typename T,
+          typename index_t>
+void tiles_backward(const TileBackward<Inputs, Grads, T, index_t>& a, cudaStream_t stream);
 
 }  // namespace iognn::cuda

@@ -73,46 +73,38 @@ def _layouts(graph, dtype):
     return (*_layout_args(graph, False, dtype), *_layout_args(graph, True, dtype))
 
 
+def _variant(name: str, store: str, forward_args: Callable = lambda graph: (),
+             grads: Callable = lambda grads, inputs: tuple(grads[:3])) -> Variant:
+    """The Variant of the ops ``<name>_tiles_forward`` / ``_backward`` and ``<name>_attention`` /
+    ``_backward`` (no edge features, dropout or alpha): ``forward_args(graph)``, what the tile
+    forward takes after the inputs and before the parameter; ``grads(grads, inputs)``, the inputs'
+    gradients from either backward's outputs."""
+    def tiles_forward(graph, inputs, param):
+        return getattr(ops, f"{name}_tiles_forward")(
+            *_layout_args(graph, False, inputs[0].dtype), *inputs, *forward_args(graph), param)
+
+    def tiles_backward(graph, inputs, out, lse, grad, param):
+        return grads(getattr(ops, f"{name}_tiles_backward")(
+            *_layouts(graph, inputs[0].dtype), *inputs, out, lse, grad, param), inputs)
+
+    def csr_forward(graph, inputs, param):
+        return getattr(ops, f"{name}_attention")(
+            *_graph_tensors(graph), *inputs, None, None, param, 0.0, 0, False)[:2]
+
+    def csr_backward(graph, inputs, out, lse, grad, param):
+        return grads(getattr(ops, f"{name}_attention_backward")(
+            *_graph_tensors(graph), *inputs, None, None, lse, grad, None, param, 0.0, 0), inputs)
+
+    return Variant(name, store, tiles_forward, tiles_backward, csr_forward, csr_backward)
+
+
 # inputs (query, key, value), param: the scale.
-TRANSFORMER = Variant(
-    "transformer", "_attention_tile_plans",
-    lambda graph, qkv, scale: ops.transformer_tiles_forward(
-        *_layout_args(graph, False, qkv[0].dtype), *qkv, scale),
-    lambda graph, qkv, out, lse, grad, scale: ops.transformer_tiles_backward(
-        *_layouts(graph, qkv[0].dtype), *qkv, out, lse, grad, scale),
-    lambda graph, qkv, scale: ops.transformer_attention(
-        *_graph_tensors(graph), *qkv, None, None, scale, 0.0, 0, False)[:2],
-    lambda graph, qkv, out, lse, grad, scale: ops.transformer_attention_backward(
-        *_graph_tensors(graph), *qkv, None, None, lse, grad, None, scale, 0.0, 0)[:3])
-
-
-def _gat_grads(grads, alpha_dst):
-    return (*grads[:2], grads[2] if alpha_dst is not None else None)
-
-
+TRANSFORMER = _variant("transformer", "_attention_tile_plans")
 # inputs (x, alpha_src, alpha_dst or None), param: the negative slope.
-GAT = Variant(
-    "gat", "_gat_tile_plans",
-    lambda graph, xa, slope: ops.gat_tiles_forward(
-        *_layout_args(graph, False, xa[0].dtype), *xa, graph.num_dst_nodes, slope),
-    lambda graph, xa, out, lse, grad, slope: _gat_grads(ops.gat_tiles_backward(
-        *_layouts(graph, xa[0].dtype), *xa, out, lse, grad, slope), xa[2]),
-    lambda graph, xa, slope: ops.gat_attention(
-        *_graph_tensors(graph), *xa, None, None, slope, 0.0, 0, False)[:2],
-    lambda graph, xa, out, lse, grad, slope: _gat_grads(ops.gat_attention_backward(
-        *_graph_tensors(graph), *xa, None, None, lse, grad, None, slope, 0.0, 0), xa[2]))
-
+GAT = _variant("gat", "_gat_tile_plans", lambda graph: (graph.num_dst_nodes,),
+               lambda grads, xa: (*grads[:2], grads[2] if xa[2] is not None else None))
 # inputs (x_src, x_dst, att [H, C]), param: the negative slope.
-GATV2 = Variant(
-    "gatv2", "_gatv2_tile_plans",
-    lambda graph, xs, slope: ops.gatv2_tiles_forward(
-        *_layout_args(graph, False, xs[0].dtype), *xs, slope),
-    lambda graph, xs, out, lse, grad, slope: ops.gatv2_tiles_backward(
-        *_layouts(graph, xs[0].dtype), *xs, out, lse, grad, slope),
-    lambda graph, xs, slope: ops.gatv2_attention(
-        *_graph_tensors(graph), *xs, None, None, slope, 0.0, 0, False)[:2],
-    lambda graph, xs, out, lse, grad, slope: ops.gatv2_attention_backward(
-        *_graph_tensors(graph), *xs, None, None, lse, grad, None, slope, 0.0, 0)[:3])
+GATV2 = _variant("gatv2", "_gatv2_tile_plans")
 
 VARIANTS = {v.name: v for v in (TRANSFORMER, GAT, GATV2)}
 
