@@ -1,6 +1,6 @@
 """The Tensor Core kernels of the Transformer attention's tile path against fp64 references (CUDA),
-and the tests both variants take (two runs bitwise equal, the layer trains on the tiles),
-parametrised over them (GAT's own: test_gat_tiles_cuda.py).
+and the tests every variant takes (two runs bitwise equal, the layer trains on the tiles),
+parametrised over them (GAT's own: test_gat_tiles_cuda.py; GATv2's: test_gatv2_tiles_cuda.py).
 
 The reference is the fp64 CSR op on the CPU (test_attention_tiles.py checks that the tile path's
 host twin equals it). The kernels round the staged operands (bf16: 8 bits, fp16 / TF32: 11 bits),
@@ -13,7 +13,7 @@ import torch
 
 import iognn
 from iognn.ops import attention_tiles
-from iognn.ops.attention import gat_attention, transformer_attention
+from iognn.ops.attention import gat_attention, gatv2_attention, transformer_attention
 
 from conftest import GRAPH_CASES, sizes
 from test_propagate_cuda import poison_next
@@ -66,15 +66,23 @@ def gat_heads(num_src, num_dst, H, C, seed, dtype, dst=True):
     return ts + ([] if dst else [None])
 
 
-def run_gat(g, xs, grad, slope, device=None, dtype=torch.float64):
-    """(out, grad_x, grad_alpha_src[, grad_alpha_dst]) of gat_attention on g, with the inputs
-    in dtype on device (the output poisoned there) or where they are."""
+def gatv2_heads(num_src, num_dst, H, C, seed, dtype):
+    """GATv2's (x_src, x_dst, att [H, C]) in fp64 on the CPU, rounded to dtype."""
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(s, generator=gen, dtype=torch.float64).to(dtype).double()
+            for s in ((num_src, H, C), (num_dst, H, C), (H, C))]
+
+
+def run_gat(g, xs, grad, slope, device=None, dtype=torch.float64, attention=gat_attention):
+    """(out, the gradient of each given input) of attention (gat_attention: x, alpha_src[,
+    alpha_dst]; gatv2_attention: x_src, x_dst, att) on g, with the inputs in dtype on device (the
+    output poisoned there) or where they are."""
     leaves = [t.to(device or t.device, dtype).requires_grad_() if t is not None else None
               for t in xs]
     present = [t for t in leaves if t is not None]
     if device is not None:
         poison_next((g.num_dst_nodes, *xs[0].shape[1:]), dtype)
-    out = gat_attention(g, *leaves, negative_slope=slope)
+    out = attention(g, *leaves, negative_slope=slope)
     if out.numel() == 0:
         return (out,) + tuple(torch.zeros_like(t) for t in present)
     return (out.detach(),) + torch.autograd.grad(out, present, grad.to(out.device, dtype))
@@ -134,6 +142,8 @@ TILE_VARIANTS = {
     "transformer": (lambda num_src, num_dst, H, C, seed, dtype: heads(num_src, num_dst, H, C, seed),
                     lambda g, qkv, grad, dtype: on_tiles(g, *qkv, grad, dtype)),
     "gat": (gat_heads, lambda g, xs, grad, dtype: run_gat(g, xs, grad, 0.2, "cuda", dtype)),
+    "gatv2": (gatv2_heads, lambda g, xs, grad, dtype: run_gat(g, xs, grad, 0.2, "cuda", dtype,
+                                                              gatv2_attention)),
 }
 
 
@@ -188,9 +198,11 @@ def test_fp32_without_tf32_wide_heads_and_fp64_keep_the_csr_path():
         torch.ops.iognn.transformer_tiles_forward(*args, wide, wide, wide, 0.5)
 
 
-# GATConv adds self-loops: its attention runs on (and keeps its plans on) a graph of its own.
+# GATConv and GATv2Conv add self-loops: their attention runs on (and keeps its plans on) a graph
+# of their own.
 @pytest.mark.parametrize("layer,reorder,plans_on_g", [("TransformerConv", None, True),
-                                                      ("GATConv", "rcm", False)])
+                                                      ("GATConv", "rcm", False),
+                                                      ("GATv2Conv", "rcm", False)])
 def test_the_layer_trains_on_the_tiles(layer, reorder, plans_on_g):
     from iognn import nn
     gen = torch.Generator().manual_seed(7)

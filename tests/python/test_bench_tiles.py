@@ -33,7 +33,7 @@ def test_shuffling_keeps_the_edge_multiset_up_to_relabelling():
     assert sorted(torch.bincount(shuffled[1], minlength=3).tolist()) == degrees
 
 
-@pytest.mark.parametrize("op", ["transformer:2", "gat:2"])
+@pytest.mark.parametrize("op", ["transformer:2", "gat:2", "gatv2:2"])
 def test_the_attention_ops_time_both_paths_of_their_variant(op):
     import iognn
     edge_index = torch.randint(0, 40, (2, 300), generator=torch.Generator().manual_seed(0))

@@ -2,8 +2,9 @@
 
 Sweep (``--sweep``): for every graph and ordering, the tile layout's fill, the ordering's cost, and
 the forward / backward times on both paths of propagate (sum; the backward is grad_x), of the
-Transformer attention and of GAT's (H heads of F / H channels; the backward gives q, k, v, or x,
-alpha_src, alpha_dst) at width F in bf16 and TF32, with the automatic choice (``tile_policy='auto'``) and its time against the faster path. Synthetic graphs
+Transformer attention, GAT's and GATv2's (H heads of F / H channels; the backward gives q, k, v;
+x, alpha_src, alpha_dst; or x_src, x_dst, att) at width F in bf16 and TF32, with the automatic
+choice (``tile_policy='auto'``) and its time against the faster path. Synthetic graphs
 are shuffled first (random node ids, as graphs come from files), so an ordering has locality to
 recover; real graphs keep the order of their files. Orderings: ``native`` (a synthetic graph in its
 generator's order: communities, molecules and mesh rows contiguous, the best case an ordering can
@@ -38,8 +39,8 @@ def _shuffled(edge_index, num_nodes: int, seed: int):
 
 def _op_timings(op: str, g, n: int, dtype: torch.dtype, F: int, ms, device="cuda"):
     """The four times (csr / tiles, forward / backward) of ``op`` on ``g`` at width F, and the
-    choice "auto" makes (timed afresh). ``op``: "propagate" (sum), "transformer:H" or "gat:H" (H
-    heads of F / H channels; the backward gives every input's gradient)."""
+    choice "auto" makes (timed afresh). ``op``: "propagate" (sum), "transformer:H", "gat:H" or
+    "gatv2:H" (H heads of F / H channels; the backward gives every input's gradient)."""
     from iognn.ops import propagate_tiles as pt
     g.tile_policy = "auto"
     gen = torch.Generator(device=device).manual_seed(0)
@@ -56,8 +57,10 @@ def _op_timings(op: str, g, n: int, dtype: torch.dtype, F: int, ms, device="cuda
     name, heads = op.split(":")
     heads = int(heads)
     v = at.VARIANTS[name]
-    rows = [(n, heads, F // heads)] * (3 if name == "transformer" else 1)
-    rows += [] if name == "transformer" else [(n, heads), (n, heads)]  # alpha_src, alpha_dst
+    C = F // heads
+    rows = {"transformer": [(n, heads, C)] * 3,  # query, key, value
+            "gat": [(n, heads, C), (n, heads), (n, heads)],  # x, alpha_src, alpha_dst
+            "gatv2": [(n, heads, C), (n, heads, C), (heads, C)]}[name]  # x_src, x_dst, att
     inputs = tuple(torch.randn(s, device=device, generator=gen).to(dtype) for s in rows)
     param = (F // heads) ** -0.5 if name == "transformer" else 0.2  # scale, negative_slope
     out, lse = v.csr_forward(g, inputs, param)
@@ -185,7 +188,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--graphs", default=",".join(SWEEP_GRAPHS))
     p.add_argument("--orders", default=",".join(ORDERS))
     p.add_argument("--ops", default="propagate,transformer:4,gat:4",
-                   help="propagate, transformer:H and/or gat:H (H heads of feat / H channels)")
+                   help="propagate, transformer:H, gat:H and/or gatv2:H (H heads of feat / H "
+                        "channels)")
     p.add_argument("--dtypes", default=",".join(DTYPES))
     p.add_argument("--feat", type=int, default=128)
     p.add_argument("--datasets", default=",".join(TRAIN_DATASETS))
