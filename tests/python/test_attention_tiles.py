@@ -161,6 +161,13 @@ def test_tiles_match_pyg_and_the_csr_op_on_every_graph_case(graph_case, H, C, va
                           torch.randn(exp.shape, generator=gen, dtype=exp.dtype))
 
 
+def hub_edges(num_nodes, num_edges, hub_in_edges, gen):
+    """num_edges random edges of num_nodes nodes, then hub_in_edges more into node 0 (a hub row)."""
+    return torch.cat([torch.randint(0, num_nodes, (2, num_edges), generator=gen),
+                      torch.stack([torch.randint(0, num_nodes, (hub_in_edges,), generator=gen),
+                                   torch.zeros(hub_in_edges, dtype=torch.long)])], 1)
+
+
 def dtype_graphs(index_dtype):
     """(generator, edge_index, the CSR graph, the tiled graph) of the dtype tests: 200 nodes."""
     gen = torch.Generator().manual_seed(5)
@@ -197,12 +204,28 @@ def test_low_precision_matches_the_fp64_csr_op(dtype, index_dtype):
     assert_low_precision_matches(transformer_attention, g, (q, k, v), exp, grad, dtype)
 
 
-def test_gradcheck():
+# A parameter other than the default for each variant's gradcheck.
+GRADCHECK_KWARGS = {"transformer": {"scale": 0.7}, "gat": {"negative_slope": 0.3},
+                    "gatv2": {"negative_slope": 0.3}}
+
+
+def with_leaves(inputs, leaves):
+    """inputs with its present entries replaced by leaves, in order."""
+    it = iter(leaves)
+    return [next(it) if t is not None else None for t in inputs]
+
+
+@every_variant
+def test_gradcheck(variant):
+    v = TILE_VARIANTS[variant]
     gen = torch.Generator().manual_seed(6)
     ei = torch.cat([torch.randint(0, 9, (2, 30), generator=gen), torch.tensor([[1, 1], [2, 2]])], 1)
     g = tiled(iognn.Graph(ei, (9, 11)))
-    q, k, v = qkv(9, 11, 2, 3, gen)
-    assert torch.autograd.gradcheck(lambda *t: transformer_attention(g, *t, scale=0.7), (q, k, v))
+    for make_inputs_of in v.input_sets:
+        inputs = make_inputs_of(9, 11, 2, 3, gen)
+        assert torch.autograd.gradcheck(
+            lambda *t: v.attention(g, *with_leaves(inputs, t), **GRADCHECK_KWARGS[variant]),
+            tuple(present(inputs)))
 
 
 @every_variant
@@ -300,17 +323,24 @@ def test_the_policy_decides_and_plans_are_reported(variant):
     assert set(g.stats["tile_plans"]) == {f"{variant} float32 H=2 C=8"}
 
 
+# w_edge's shape for edge features of 3 channels on heads of 2 x 4 (kernels/attention_types.h).
+W_EDGE_SHAPES = {"transformer": (8, 3), "gat": (3, 2), "gatv2": (8, 3)}
+
+
+@every_variant
 @pytest.mark.parametrize("kwargs", [{"dropout": 0.3}, {"return_alpha": True}, {"edge_attr": 1}])
-def test_edge_features_dropout_and_alpha_keep_the_csr_path(kwargs):
+def test_edge_features_dropout_and_alpha_keep_the_csr_path(kwargs, variant):
+    v = TILE_VARIANTS[variant]
     gen = torch.Generator().manual_seed(4)
     ei = torch.randint(0, 30, (2, 200), generator=gen)
     g = tiled(iognn.Graph(ei, 30))
-    q, k, v = qkv(30, 30, 2, 4, gen)
+    inputs = v.input_sets[0](30, 30, 2, 4, gen)
     if "edge_attr" in kwargs:
         kwargs = {"edge_attr": torch.randn(200, 3, dtype=torch.float64, generator=gen),
-                  "w_edge": torch.randn(8, 3, dtype=torch.float64, generator=gen)}
-    transformer_attention(g, q, k, v, **kwargs)
-    assert attention_tiles.plans(g) == {}
+                  "w_edge": torch.randn(W_EDGE_SHAPES[variant], dtype=torch.float64,
+                                        generator=gen)}
+    v.attention(g, *inputs, **kwargs)
+    assert attention_tiles.plans(g, variant) == {}
 
 
 def layout_args(g, transposed, dtype=torch.float32):
@@ -345,23 +375,25 @@ def test_op_errors_name_the_argument():
         bwd(*fwd_layout, *t_layout, q, k, v, out, lse, out[:2], 0.5)
 
 
-@pytest.mark.parametrize("name", ["transformer_tiles_forward", "transformer_tiles_backward"])
-def test_fake_shapes_come_from_the_meta_kernels(name):
+# The variants whose ops take three given inputs and their parameter (one op body in the binding).
+@pytest.mark.parametrize("variant", ["transformer", "gatv2"])
+@pytest.mark.parametrize("direction", ["forward", "backward"])
+def test_fake_shapes_come_from_the_meta_kernels(direction, variant):
     gen = torch.Generator().manual_seed(1)
     ei = torch.stack([torch.randint(0, 13, (70,), generator=gen),
                       torch.randint(0, 11, (70,), generator=gen)])
     g = iognn.Graph(ei, (13, 11))
-    q, k, v = (t.detach() for t in qkv(13, 11, 2, 4, gen, torch.float32))
-    args = [*layout_args(g, False), q, k, v]
-    if name == "transformer_tiles_backward":
-        out, lse = ops.transformer_tiles_forward(*args, 0.5)
-        args = [*layout_args(g, False), *layout_args(g, True), q, k, v, out, lse, out]
-    args = [a for a in args if a is not None]  # no row order
-    op = getattr(ops, name)
-    if name == "transformer_tiles_forward":
-        assert_fake_outputs_match(lambda *a: op(*a[:2], None, *a[2:], 0.5), args)
+    inputs = [t.detach() for t in TILE_VARIANTS[variant].input_sets[0](13, 11, 2, 4, gen,
+                                                                       torch.float32)]
+    fwd, bwd = getattr(ops, f"{variant}_tiles_forward"), getattr(ops, f"{variant}_tiles_backward")
+    layout = [t for t in layout_args(g, False) if t is not None]  # no row order
+    if direction == "forward":
+        assert_fake_outputs_match(lambda *a: fwd(*a[:2], None, *a[2:], 0.5), [*layout, *inputs])
     else:
-        assert_fake_outputs_match(lambda *a: op(*a[:2], None, *a[2:5], None, *a[5:], 0.5), args)
+        out, lse = fwd(layout[0], layout[1], None, layout[2], *inputs, 0.5)
+        t_layout = [t for t in layout_args(g, True) if t is not None]
+        assert_fake_outputs_match(lambda *a: bwd(*a[:2], None, *a[2:5], None, *a[5:], 0.5),
+                                  [*layout, *t_layout, *inputs, out, lse, out])
 
 
 def test_the_layer_runs_on_the_tiles_in_eval_mode():

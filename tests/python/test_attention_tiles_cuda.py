@@ -16,6 +16,7 @@ from iognn.ops import attention_tiles
 from iognn.ops.attention import gat_attention, gatv2_attention, transformer_attention
 
 from conftest import GRAPH_CASES, sizes
+from test_attention_tiles import hub_edges
 from test_propagate_cuda import poison_next
 
 pytestmark = [pytest.mark.cuda, pytest.mark.usefixtures("allow_tf32")]
@@ -152,9 +153,7 @@ TILE_VARIANTS = {
 def test_two_runs_are_bitwise_equal(dtype, variant):
     make_heads, attention = TILE_VARIANTS[variant]
     gen = torch.Generator().manual_seed(4)
-    ei = torch.cat([torch.randint(0, 2000, (2, 40000), generator=gen),
-                    torch.stack([torch.randint(0, 2000, (3000,), generator=gen),
-                                 torch.zeros(3000, dtype=torch.long)])], 1)  # a hub row
+    ei = hub_edges(2000, 40000, 3000, gen)
     g = tile_graph(ei, 2000)
     xs = make_heads(2000, 2000, 2, 64, 4, dtype)
     grad = torch.randn(2000, 2, 64, generator=gen, dtype=torch.float64)

@@ -1,102 +1,156 @@
-"""GAT's own tests of the attention on the tile layout (ops/attention_tiles.py) on the host twin
-of its kernels.
+"""The GAT family's (GAT, GATv2) tests of the attention on the tile layout (ops/attention_tiles.py)
+on the host twin of its kernels, and GAT's own.
 
 A graph's ``tile_policy = "tiles"`` makes a CPU graph run the host kernels over the tile layout:
-the same attention as the CSR op. The tests both variants take (every graph case against PyG's
-GATConv and the CSR op, with and without alpha_dst; row orders, duplicate edges, determinism, either
-backward after either forward, the policy) are parametrised in test_attention_tiles.py; here the
-negative slopes, the dtypes against the attention's definition, strided inputs, the op's errors and
-fake shapes, and the layer with its self-loops. The CUDA kernels are checked against these results
-in test_gat_tiles_cuda.py.
+the same attention as the CSR op. The tests every variant takes (every graph case against PyG's
+layer and the CSR op, in each form of inputs: GAT with and without alpha_dst, GATv2 with att
+[H, C] and [1, H, C]; row orders, duplicate edges, gradcheck, determinism, either backward after
+either forward, the policy) are parametrised in test_attention_tiles.py; here, for both GAT
+variants, the negative slopes, the dtypes against the attention's definition, strided inputs and
+the layer (self-loops, bipartite, GATv2's shared weights) on the tiles against the CSR path and
+PyG; then GAT's op errors and fake shapes (GATv2's own: test_gatv2_tiles.py). The CUDA kernels are
+checked against these results in test_gat_tiles_cuda.py and test_gatv2_tiles_cuda.py.
 """
 import pytest
 import torch
 from torch_geometric.nn import GATConv as PygGATConv
+from torch_geometric.nn import GATv2Conv as PygGATv2Conv
 
 import iognn
 from iognn.ops import attention_tiles
-from iognn.ops.attention import gat_attention
 
-from test_attention_tiles import (assert_low_precision_matches, assert_same_grads, dtype_graphs,
-                                  gat_inputs, layout_args, present, tiled)
+from test_attention_tiles import (TILE_VARIANTS, assert_low_precision_matches, assert_same_grads,
+                                  dtype_graphs, gat_inputs, layout_args, present, tiled)
 from test_compile_meta import assert_fake_outputs_match
 
 ops = torch.ops.iognn
 
+gat_variants = pytest.mark.parametrize("variant", ["gat", "gatv2"])
 
+
+@gat_variants
 @pytest.mark.parametrize("negative_slope", [0.2, 0.0, 1.0, 1.7])
-@pytest.mark.parametrize("dst", [True, False])
-def test_negative_slopes_with_and_without_alpha_dst(negative_slope, dst):
+def test_negative_slopes_in_each_form_of_inputs(negative_slope, variant):
+    v = TILE_VARIANTS[variant]
     gen = torch.Generator().manual_seed(12)
     ei = torch.randint(0, 50, (2, 400), generator=gen)
     g = tiled(iognn.Graph(ei, 50))
-    inputs = gat_inputs(50, 50, 3, 5, gen, dst=dst)
-    exp = gat_attention(iognn.Graph(ei, 50), *inputs, negative_slope=negative_slope)
-    got = gat_attention(g, *inputs, negative_slope=negative_slope)
-    assert_same_grads(got, exp, present(inputs), torch.randn_like(exp))
+    for make_inputs_of in v.input_sets:
+        inputs = make_inputs_of(50, 50, 3, 5, gen)
+        exp = v.attention(iognn.Graph(ei, 50), *inputs, negative_slope=negative_slope)
+        got = v.attention(g, *inputs, negative_slope=negative_slope)
+        assert_same_grads(got, exp, present(inputs), torch.randn_like(exp))
 
 
-def fp64_reference(edge_index, num_nodes, x, a_src, a_dst, slope):
-    """The attention by its definition, one edge at a time (duplicates counted per copy)."""
-    out = torch.zeros(num_nodes, *x.shape[1:], dtype=torch.float64)
+def softmax_reference(edge_index, num_nodes, values, score):
+    """The attention by its definition, one destination i at a time: score(i, src) [edges, H] of
+    its in-edges' sources src (duplicates counted per copy), then the softmax of values[src]."""
+    out = torch.zeros(num_nodes, *values.shape[1:], dtype=torch.float64)
     for i in range(num_nodes):
         src = edge_index[0][edge_index[1] == i]
-        if src.numel() == 0:
-            continue
-        pre = a_src[src] + (a_dst[i] if a_dst is not None else 0)
-        p = torch.softmax(torch.nn.functional.leaky_relu(pre, slope), dim=0)
-        out[i] = (p.unsqueeze(-1) * x[src]).sum(0)
+        if src.numel() > 0:
+            p = torch.softmax(score(i, src), dim=0)
+            out[i] = (p.unsqueeze(-1) * values[src]).sum(0)
     return out
 
 
+def leaky_relu(x, slope):
+    return torch.nn.functional.leaky_relu(x, slope)
+
+
+# Each variant's (values, score(i, src)) of its inputs and negative slope.
+DEFINITIONS = {
+    "gat": lambda x, a_src, a_dst, slope: (
+        x, lambda i, src: leaky_relu(a_src[src] + (a_dst[i] if a_dst is not None else 0), slope)),
+    "gatv2": lambda x_src, x_dst, att, slope: (
+        x_src, lambda i, src: (att * leaky_relu(x_dst[i] + x_src[src], slope)).sum(-1)),
+}
+# The inputs whose gradient sums over every edge (assert_low_precision_matches).
+EDGE_SUMS = {"gat": (), "gatv2": (2,)}
+
+
+@gat_variants
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
-def test_dtypes_match_the_fp64_csr_op_and_the_definition(dtype, index_dtype):
+def test_dtypes_match_the_fp64_csr_op_and_the_definition(dtype, index_dtype, variant):
+    v = TILE_VARIANTS[variant]
     gen, ei, csr, g = dtype_graphs(index_dtype)
     # The reference takes the inputs rounded to dtype: leaky_relu's kink then falls alike.
     inputs = [t.detach().to(dtype).double().requires_grad_()
-              for t in gat_inputs(200, 200, 2, 16, gen)]
-    exp = gat_attention(csr, *inputs)
-    torch.testing.assert_close(exp, fp64_reference(ei, 200, *inputs, 0.2))
+              for t in v.input_sets[0](200, 200, 2, 16, gen)]
+    exp = v.attention(csr, *inputs)
+    torch.testing.assert_close(exp, softmax_reference(ei, 200, *DEFINITIONS[variant](*inputs,
+                                                                                    0.2)))
     grad = torch.randn(exp.shape, generator=gen, dtype=exp.dtype)
-    assert_low_precision_matches(gat_attention, g, inputs, exp, grad, dtype)
+    assert_low_precision_matches(v.attention, g, inputs, exp, grad, dtype, EDGE_SUMS[variant])
 
 
-@pytest.mark.parametrize("dst", [True, False])
-def test_gradcheck(dst):
-    gen = torch.Generator().manual_seed(6)
-    ei = torch.cat([torch.randint(0, 9, (2, 30), generator=gen), torch.tensor([[1, 1], [2, 2]])], 1)
-    g = tiled(iognn.Graph(ei, (9, 11)))
-    inputs = gat_inputs(9, 11, 2, 3, gen, dst=dst)
-    fn = (lambda *t: gat_attention(g, *t, negative_slope=0.3)) if dst else (
-        lambda x, a: gat_attention(g, x, a, None, negative_slope=0.3))
-    assert torch.autograd.gradcheck(fn, tuple(present(inputs)))
+# Each variant's inputs as strided views of wide [40, 2, 12] and params [40, 6].
+STRIDED = {
+    "gat": lambda wide, params: (wide[:, :, 2:9], params[:, 0:4:2], params[:, 1:4:2]),
+    "gatv2": lambda wide, params: (wide[:, :, 2:9], wide.flip(0)[:, :, 4:11],
+                                   params[:7, 1:5:2].t()),
+}
 
 
-def test_non_contiguous_inputs():
+@gat_variants
+def test_non_contiguous_inputs(variant):
     gen = torch.Generator().manual_seed(13)
     ei = torch.randint(0, 40, (2, 300), generator=gen)
     g, csr = tiled(iognn.Graph(ei, 40)), iognn.Graph(ei, 40)
     wide = torch.randn(40, 2, 12, generator=gen, dtype=torch.float64, requires_grad=True)
-    logits = torch.randn(40, 6, generator=gen, dtype=torch.float64, requires_grad=True)
-    x, a_src, a_dst = wide[:, :, 2:9], logits[:, 0:4:2], logits[:, 1:4:2]  # strided views
-    assert not (x.is_contiguous() or a_src.is_contiguous() or a_dst.is_contiguous())
-    exp = gat_attention(csr, x, a_src, a_dst)
-    assert_same_grads(gat_attention(g, x, a_src, a_dst), exp, (wide, logits),
-                      torch.randn_like(exp))
+    params = torch.randn(40, 6, generator=gen, dtype=torch.float64, requires_grad=True)
+    inputs = STRIDED[variant](wide, params)
+    assert not any(t.is_contiguous() for t in inputs)
+    attention = TILE_VARIANTS[variant].attention
+    exp = attention(csr, *inputs)
+    assert_same_grads(attention(g, *inputs), exp, (wide, params), torch.randn_like(exp))
 
 
-@pytest.mark.parametrize("kwargs", [{"dropout": 0.3}, {"return_alpha": True}, {"edge_attr": 1}])
-def test_edge_features_dropout_and_alpha_keep_the_csr_path(kwargs):
-    gen = torch.Generator().manual_seed(4)
-    ei = torch.randint(0, 30, (2, 200), generator=gen)
-    g = tiled(iognn.Graph(ei, 30))
-    inputs = gat_inputs(30, 30, 2, 4, gen)
-    if "edge_attr" in kwargs:
-        kwargs = {"edge_attr": torch.randn(200, 3, dtype=torch.float64, generator=gen),
-                  "w_edge": torch.randn(3, 2, dtype=torch.float64, generator=gen)}
-    gat_attention(g, *inputs, **kwargs)
-    assert attention_tiles.plans(g, "gat") == {}
+# Each variant's layer: PyG's, iognn's name, the tile function its attention calls.
+LAYERS = {"gat": (PygGATConv, "GATConv", "tile_gat"),
+          "gatv2": (PygGATv2Conv, "GATv2Conv", "tile_gatv2")}
+
+
+@pytest.mark.parametrize("variant,heads,concat,kwargs", [
+    ("gat", 1, True, {}), ("gat", 3, True, {}), ("gat", 2, False, {}),
+    ("gat", 2, True, {"bipartite": True}), ("gatv2", 1, True, {}), ("gatv2", 3, True, {}),
+    ("gatv2", 2, False, {"share_weights": True}), ("gatv2", 2, True, {"bipartite": True})])
+def test_the_layer_runs_on_the_tiles_and_equals_the_csr_path_and_pyg(
+        monkeypatch, variant, heads, concat, kwargs):
+    from iognn import nn
+    theirs_cls, name, tile_fn = LAYERS[variant]
+    calls = []
+    tile = getattr(attention_tiles, tile_fn)
+    monkeypatch.setattr(attention_tiles, tile_fn, lambda *a: calls.append(a[-2:]) or tile(*a))
+    gen = torch.Generator().manual_seed(11)
+    bipartite = kwargs.pop("bipartite", False)
+    num_src, num_dst = (60, 45) if bipartite else (60, 60)
+    ei = torch.stack([torch.randint(0, num_src, (400,), generator=gen),
+                      torch.randint(0, num_dst, (400,), generator=gen)])
+    ei = torch.cat([ei, ei[:, :50], torch.tensor([[3, 4], [3, 4]])], 1)  # duplicates, loops
+    torch.manual_seed(0)
+    kwargs = dict(heads=heads, concat=concat, negative_slope=0.3, add_self_loops=not bipartite,
+                  **kwargs)
+    theirs = theirs_cls(6, 8, **kwargs).double().eval()
+    with torch.no_grad():
+        theirs.bias.normal_()
+    ours = getattr(nn, name)(6, 8, **kwargs).double().eval()
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(num_src, 6, generator=gen, dtype=torch.float64, requires_grad=True)
+    x_dst = torch.randn(num_dst, 6, generator=gen, dtype=torch.float64, requires_grad=True)
+    inputs, leaves = ((x, x_dst), [x, x_dst]) if bipartite else (x, [x])
+    size = (num_src, num_dst) if bipartite else num_src
+    g = iognn.Graph(ei, size, reorder=None if bipartite else "rcm")
+    g.tile_policy = "tiles"
+    out, exp = ours(inputs, g), theirs(inputs, ei)
+    assert calls == [(True, True)]  # the layer's graph kept the policy: tiles both ways
+    torch.testing.assert_close(out, ours(inputs, iognn.Graph(ei, size)))  # the CSR path
+    grad = torch.randn(exp.shape, generator=gen, dtype=exp.dtype)
+    torch.testing.assert_close(out, exp)
+    for a, b in zip(torch.autograd.grad(out, leaves + list(ours.parameters()), grad),
+                    torch.autograd.grad(exp, leaves + list(theirs.parameters()), grad)):
+        torch.testing.assert_close(a, b)
 
 
 def test_op_errors_name_the_argument():
@@ -148,30 +202,3 @@ def test_fake_shapes_come_from_the_meta_kernels(name, dst):
         assert_fake_outputs_match(
             lambda *a: op(*a[:2], None, *a[2:5], None, *a[5:8], a[11] if dst else None,
                           *a[8:11], 0.3), args)
-
-
-@pytest.mark.parametrize("heads,concat", [(1, True), (3, True), (2, False)])
-def test_the_layer_with_self_loops_runs_on_the_tiles_and_equals_pyg(monkeypatch, heads, concat):
-    from iognn.nn import GATConv
-    calls = []
-    tile_gat = attention_tiles.tile_gat
-    monkeypatch.setattr(attention_tiles, "tile_gat", lambda *a: calls.append(a[-2:]) or tile_gat(*a))
-    gen = torch.Generator().manual_seed(11)
-    ei = torch.randint(0, 60, (2, 400), generator=gen)
-    ei = torch.cat([ei, ei[:, :50], torch.tensor([[3, 4], [3, 4]])], 1)  # duplicates, loops
-    torch.manual_seed(0)
-    theirs = PygGATConv(6, 8, heads=heads, concat=concat, negative_slope=0.3).double().eval()
-    with torch.no_grad():
-        theirs.bias.normal_()
-    ours = GATConv(6, 8, heads=heads, concat=concat, negative_slope=0.3).double().eval()
-    ours.load_state_dict(theirs.state_dict())
-    x = torch.randn(60, 6, generator=gen, dtype=torch.float64, requires_grad=True)
-    g = iognn.Graph(ei, 60, reorder="rcm")
-    g.tile_policy = "tiles"
-    out, exp = ours(x, g), theirs(x, ei)
-    assert calls == [(True, True)]  # GATConv's graph with loops kept the policy: tiles both ways
-    grad = torch.randn(exp.shape, generator=gen, dtype=exp.dtype)
-    torch.testing.assert_close(out, exp)
-    for a, b in zip(torch.autograd.grad(out, [x, *ours.parameters()], grad),
-                    torch.autograd.grad(exp, [x, *theirs.parameters()], grad)):
-        torch.testing.assert_close(a, b)

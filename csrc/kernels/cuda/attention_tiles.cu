@@ -462,7 +462,8 @@ struct GatV2Tiles {
   // dst[0..Cp) = att[h] (0 past C).
   __device__ static void stage_att(In* dst, NodeRows<T> att, int64_t h, int64_t C, int lane) {
     const T* row = att.at(0, h, C);
-    for (int c = lane; c < Cp; c += 32) dst[c] = c < C ? M::from_storage(row[c]) : M::from_float(0.0f);
+    for (int c = lane; c < Cp; c += 32)
+      dst[c] = c < C ? M::from_storage(row[c]) : M::from_float(0.0f);
   }
 
   __device__ static float lrelu(float z, float slope) { return z > 0.0f ? z : z * slope; }
