@@ -375,25 +375,37 @@ def test_op_errors_name_the_argument():
         bwd(*fwd_layout, *t_layout, q, k, v, out, lse, out[:2], 0.5)
 
 
-# The variants whose ops take three given inputs and their parameter (one op body in the binding).
-@pytest.mark.parametrize("variant", ["transformer", "gatv2"])
+# What each variant's tile forward op takes after its inputs and before its parameter: GAT's
+# num_dst (a literal here, not a traced size).
+FORWARD_ARGS = {"transformer": (), "gat": (11,), "gatv2": ()}
+
+
+@every_variant
 @pytest.mark.parametrize("direction", ["forward", "backward"])
 def test_fake_shapes_come_from_the_meta_kernels(direction, variant):
     gen = torch.Generator().manual_seed(1)
     ei = torch.stack([torch.randint(0, 13, (70,), generator=gen),
                       torch.randint(0, 11, (70,), generator=gen)])
     g = iognn.Graph(ei, (13, 11))
-    inputs = [t.detach() for t in TILE_VARIANTS[variant].input_sets[0](13, 11, 2, 4, gen,
-                                                                       torch.float32)]
     fwd, bwd = getattr(ops, f"{variant}_tiles_forward"), getattr(ops, f"{variant}_tiles_backward")
+    extra = FORWARD_ARGS[variant]
     layout = [t for t in layout_args(g, False) if t is not None]  # no row order
-    if direction == "forward":
-        assert_fake_outputs_match(lambda *a: fwd(*a[:2], None, *a[2:], 0.5), [*layout, *inputs])
-    else:
-        out, lse = fwd(layout[0], layout[1], None, layout[2], *inputs, 0.5)
-        t_layout = [t for t in layout_args(g, True) if t is not None]
-        assert_fake_outputs_match(lambda *a: bwd(*a[:2], None, *a[2:5], None, *a[5:], 0.5),
-                                  [*layout, *t_layout, *inputs, out, lse, out])
+    t_layout = [t for t in layout_args(g, True) if t is not None]
+    # The forms of inputs the op takes (GAT's: with alpha_dst or None; GATv2's: att [H, C]).
+    forms = TILE_VARIANTS[variant].input_sets[:2 if variant == "gat" else 1]
+    for make_inputs_of in forms:
+        inputs = [t.detach() if t is not None else None
+                  for t in make_inputs_of(13, 11, 2, 4, gen, torch.float32)]
+        if direction == "forward":
+            assert_fake_outputs_match(
+                lambda *a: fwd(*a[:2], None, a[2], *with_leaves(inputs, a[3:]), *extra, 0.5),
+                [*layout, *present(inputs)])
+            continue
+        out, lse = fwd(layout[0], layout[1], None, layout[2], *inputs, *extra, 0.5)
+        assert_fake_outputs_match(
+            lambda *a: bwd(*a[:2], None, a[2], *a[3:5], None, a[5],
+                           *with_leaves(inputs, a[9:]), *a[6:9], 0.5),
+            [*layout, *t_layout, out, lse, out, *present(inputs)])
 
 
 def test_the_layer_runs_on_the_tiles_in_eval_mode():

@@ -8,7 +8,7 @@ layer and the CSR op, in each form of inputs: GAT with and without alpha_dst, GA
 either forward, the policy) are parametrised in test_attention_tiles.py; here, for both GAT
 variants, the negative slopes, the dtypes against the attention's definition, strided inputs and
 the layer (self-loops, bipartite, GATv2's shared weights) on the tiles against the CSR path and
-PyG; then GAT's op errors and fake shapes (GATv2's own: test_gatv2_tiles.py). The CUDA kernels are
+PyG; then GAT's op errors (GATv2's own tests: test_gatv2_tiles.py). The CUDA kernels are
 checked against these results in test_gat_tiles_cuda.py and test_gatv2_tiles_cuda.py.
 """
 import pytest
@@ -20,8 +20,7 @@ import iognn
 from iognn.ops import attention_tiles
 
 from test_attention_tiles import (TILE_VARIANTS, assert_low_precision_matches, assert_same_grads,
-                                  dtype_graphs, gat_inputs, layout_args, present, tiled)
-from test_compile_meta import assert_fake_outputs_match
+                                  dtype_graphs, layout_args, present, tiled)
 
 ops = torch.ops.iognn
 
@@ -177,28 +176,3 @@ def test_op_errors_name_the_argument():
         bwd(*layout, *t_layout, x, a, a, out, lse.double(), out, 0.2)
     with pytest.raises(ValueError, match="grad_out"):
         bwd(*layout, *t_layout, x, a, a, out, lse, out[:, :1], 0.2)
-
-
-@pytest.mark.parametrize("dst", [True, False])
-@pytest.mark.parametrize("name", ["gat_tiles_forward", "gat_tiles_backward"])
-def test_fake_shapes_come_from_the_meta_kernels(name, dst):
-    gen = torch.Generator().manual_seed(1)
-    ei = torch.stack([torch.randint(0, 13, (70,), generator=gen),
-                      torch.randint(0, 11, (70,), generator=gen)])
-    g = iognn.Graph(ei, (13, 11))
-    x, a_src, a_dst = (t.detach() if t is not None else None
-                       for t in gat_inputs(13, 11, 2, 4, gen, torch.float32, dst=dst))
-    layout = [t for t in layout_args(g, False) if t is not None]  # no row order
-    op = getattr(ops, name)
-    if name == "gat_tiles_forward":
-        args = [*layout, x, a_src] + ([a_dst] if dst else [])
-        assert_fake_outputs_match(
-            lambda *a: op(*a[:2], None, *a[2:5], a[5] if dst else None, 11, 0.3), args)
-    else:
-        out, lse = ops.gat_tiles_forward(layout[0], layout[1], None, layout[2], x, a_src, a_dst,
-                                         11, 0.3)
-        t_layout = [t for t in layout_args(g, True) if t is not None]
-        args = [*layout, *t_layout, x, a_src, out, lse, out] + ([a_dst] if dst else [])
-        assert_fake_outputs_match(
-            lambda *a: op(*a[:2], None, *a[2:5], None, *a[5:8], a[11] if dst else None,
-                          *a[8:11], 0.3), args)
