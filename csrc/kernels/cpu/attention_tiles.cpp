@@ -78,6 +78,7 @@ struct PairedRows {
 template <typename T>
 struct TransformerScores {
   using acc = acc_t<T>;
+  static constexpr bool kDeltaFromSteps = false;  // D = <dO, out>
   NodeRows<T> query, key, value;
   int64_t H, C;
   acc scale;
@@ -116,6 +117,7 @@ struct TransformerScores {
 template <typename T>
 struct GatScores {
   using acc = acc_t<T>;
+  static constexpr bool kDeltaFromSteps = false;  // D = <dO, out>
   NodeRows<T> x, a_src, a_dst;
   int64_t H;
   acc slope;
@@ -168,6 +170,9 @@ struct GatScores {
 template <typename T>
 struct GatV2Scores {
   using acc = acc_t<T>;
+  // D = sum_j P dP / sum_j P of the backward's own P and dP, as on CUDA (kernels/cuda/
+  // attention_tiles.cu, GatV2Tiles): d x_dst is an almost cancelling sum over a row's slots.
+  static constexpr bool kDeltaFromSteps = true;
   GatV2TileInputs<T> in;
   int64_t H, C;
   acc slope;
@@ -312,24 +317,34 @@ void window_backward(const V& v, const Args& a, T* grad_value) {
       for (int64_t r = 0; r < n; ++r) {
         const int64_t i = ids[r];
         load_row(grad_row(i, h), C, g.data() + r * C);
-        D[r] = dot_row(g.data() + r * C, a.out + (i * H + h) * C, C);
-        a.delta[i * H + h] = D[r];
+        if constexpr (!V::kDeltaFromSteps) D[r] = dot_row(g.data() + r * C, a.out + (i * H + h) * C, C);
         lse[r] = a.lse[i * H + h];
       }
-      for (int64_t t = L.window_ptr[w]; t < L.window_ptr[w + 1]; ++t) {
-        const int64_t width = tile_width(L, t);
-        for (int64_t c = 0; c < width; ++c) {
-          const int64_t j = L.tile_cols[t * kTileCols + c];
-          const T* value = values.at(j, h, C);
-          for (int64_t r = 0; r < n; ++r) {
-            const acc count = slot_count(L, t, r, c);
-            if (count == acc(0)) continue;
-            const acc p = count * std::exp(rows.score(r, j, h) - lse[r]);
-            const acc ds = p * (dot_row(g.data() + r * C, value, C) - D[r]);
-            rows.add_grad(r, j, h, ds);
+      auto each_slot = [&](auto&& fn) {  // fn(r, j, P, dP) for every pair of the window's rows
+        for (int64_t t = L.window_ptr[w]; t < L.window_ptr[w + 1]; ++t) {
+          const int64_t width = tile_width(L, t);
+          for (int64_t c = 0; c < width; ++c) {
+            const int64_t j = L.tile_cols[t * kTileCols + c];
+            const T* value = values.at(j, h, C);
+            for (int64_t r = 0; r < n; ++r) {
+              const acc count = slot_count(L, t, r, c);
+              if (count == acc(0)) continue;
+              fn(r, j, count * std::exp(rows.score(r, j, h) - lse[r]),
+                 dot_row(g.data() + r * C, value, C));
+            }
           }
         }
+      };
+      if constexpr (V::kDeltaFromSteps) {
+        acc p_sum[kTileRows] = {}, pdp_sum[kTileRows] = {};
+        each_slot([&](int64_t r, int64_t, acc p, acc dp) {
+          p_sum[r] += p;
+          pdp_sum[r] += p * dp;
+        });
+        for (int64_t r = 0; r < n; ++r) D[r] = p_sum[r] > acc(0) ? pdp_sum[r] / p_sum[r] : acc(0);
       }
+      for (int64_t r = 0; r < n; ++r) a.delta[ids[r] * H + h] = D[r];
+      each_slot([&](int64_t r, int64_t j, acc p, acc dp) { rows.add_grad(r, j, h, p * (dp - D[r])); });
       rows.store_grads(w, ids, n, h);
     };
   });

@@ -263,6 +263,22 @@ struct StepFetch {
   }
 };
 
+// Runs step(cur) for each step (tiles t, t + 1) of the window's tiles [tb, te), its columns
+// published in st.cols and its StepFetch cur loaded one step ahead.
+template <typename Layout, class Stage, class Step>
+__device__ void for_each_step(const Layout& L, const WarpTask& task, bool row_ok, const Stage& st,
+                              int64_t tb, int64_t te, Step&& step) {
+  StepFetch next;
+  if (tb < te) next.load(L.tile_cols, L.counts, tb, te, task, row_ok);
+  for (int64_t t = tb; t < te; t += 2) {
+    const StepFetch cur = next;
+    if (t + 2 < te) next.load(L.tile_cols, L.counts, t + 2, te, task, row_ok);
+    cur.publish(st.cols, task.lane);
+    __syncwarp();
+    step(cur);
+  }
+}
+
 // Writes scale * acc[n] (fp32, through st.out) to the window's rows of dst [*, H, C].
 template <typename T, int Cp, class Stage>
 __device__ void store_rows(const Stage& st, Accum<T> (&acc)[Cp / 16], float scale, T* dst,
@@ -288,7 +304,9 @@ __device__ void store_rows(const Stage& st, Accum<T> (&acc)[Cp / 16], float scal
 //   Bwd<kKeys>(a, h, C): score(s), begin, step (st.s and st.dp = b y^T), add(st, r, half, s, ds)
 //                 (the lane's run of st.s entries and their dS: their share of the rows' own
 //                 gradient), multiply(st, acc_x, n) (per step and 16 channels n, after the dS and
-//                 P blocks), store(st, acc_x, acc_y, task) (the rows' gradients)
+//                 P blocks), store(st, acc_x, acc_y, task) (the rows' gradients), and
+//                 kDeltaFromSteps: whether the destinations' pass takes D = sum_j P dP / sum_j P
+//                 from a first walk over the row's steps instead of <dO, out>
 // The shared kernels own the counts, the softmax, delta, P, dS and dV = P^T dO.
 
 // The Transformer: S = Q K^T (score scale s), dP = dO V^T; dQ = scale dS K (rows: destinations),
@@ -320,6 +338,7 @@ struct TransformerTiles {
 
   template <bool kKeys>
   struct Bwd {
+    static constexpr bool kDeltaFromSteps = false;
     const Backward& a;
     int64_t h, C;
     float scale;
@@ -403,6 +422,7 @@ struct GatTiles {
 
   template <bool kKeys>
   struct Bwd : Scores {
+    static constexpr bool kDeltaFromSteps = false;
     const Backward& a;
     int64_t h, C;
     NodeRows<T> grad_rows;
@@ -521,6 +541,11 @@ struct GatV2Tiles {
   // columns, a = att.
   template <bool kKeys>
   struct Bwd : WarpArgs<Backward> {
+    // d x_dst sums dS per channel over slots whose slopes mostly agree: an almost cancelling
+    // sum (exactly 0 for a row of one edge), so D must be the sum_j P dP of these very P and dP
+    // (not <dO, out> of the stored, rounded output), at the cost of a first walk over the row's
+    // steps.
+    static constexpr bool kDeltaFromSteps = true;
     using WarpArgs<Backward>::a, WarpArgs<Backward>::h, WarpArgs<Backward>::C;
     NodeRows<T> grad_rows;
     float att_share[kLaneChannels] = {};  // rows of destinations: the lane's channels of d att
@@ -650,13 +675,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const bool row_ok = st.rows[r] >= 0;
   float m = -INFINITY, l = 0.0f;  // the row's running max and sum (the same in both lanes)
   const int64_t tb = L.window_ptr[task.w], te = L.window_ptr[task.w + 1];
-  StepFetch next;
-  if (tb < te) next.load(L.tile_cols, L.counts, tb, te, task, row_ok);
-  for (int64_t t = tb; t < te; t += 2) {
-    const StepFetch cur = next;
-    if (t + 2 < te) next.load(L.tile_cols, L.counts, t + 2, te, task, row_ok);
-    cur.publish(st.cols, lane);
-    __syncwarp();
+  for_each_step(L, task, row_ok, st, tb, te, [&](const StepFetch& cur) {
     stage_rows<T, Cp>(st.v, st.cols, scores.values(), h, C, lane);
     scores.step(st, lane, r, half);
     const float(&cnt)[kTileCols] = cur.cnt;
@@ -702,7 +721,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       wmma::store_matrix_sync(st.o + n * 16, o, Cp, wmma::mem_row_major);
     }
     __syncwarp();
-  }
+  });
   __syncwarp();
   if (!row_ok) return;
   const int64_t i = st.rows[r];
@@ -741,6 +760,31 @@ __global__ void __launch_bounds__(kWarps * 32)
       row_lse = a.lse[row * H + h];
     }
     row_delta += __shfl_xor_sync(kFull, row_delta, 1);
+    if (row >= 0 && half == 0 && !V<T, I, Cp>::template Bwd<kKeys>::kDeltaFromSteps)
+      a.delta[row * H + h] = row_delta;
+  }
+
+  const int64_t tb = L.window_ptr[task.w], te = L.window_ptr[task.w + 1];
+  using Scores = typename V<T, I, Cp>::template Bwd<kKeys>;
+  if constexpr (!kKeys && Scores::kDeltaFromSteps) {
+    // D = sum_j P dP / sum_j P from the P and dP the pass below uses (see kDeltaFromSteps).
+    float p_sum = 0.0f, pdp_sum = 0.0f;
+    for_each_step(L, task, row >= 0, st, tb, te, [&](const StepFetch& cur) {
+      scores.step(st, lane, r, half);
+      float sv[kTileCols], dv[kTileCols];
+      load_run(sv, st.s, r, half);
+      load_run(dv, st.dp, r, half);
+#pragma unroll
+      for (int c = 0; c < int(kTileCols); ++c) {
+        const float p = cur.cnt[c] != 0.0f ? cur.cnt[c] * expf(scores.score(sv[c]) - row_lse) : 0.0f;
+        p_sum += p;
+        pdp_sum += p * dv[c];
+      }
+      __syncwarp();
+    });
+    p_sum += __shfl_xor_sync(kFull, p_sum, 1);
+    pdp_sum += __shfl_xor_sync(kFull, pdp_sum, 1);
+    row_delta = p_sum > 0.0f ? pdp_sum / p_sum : 0.0f;
     if (row >= 0 && half == 0) a.delta[row * H + h] = row_delta;
   }
 
@@ -750,14 +794,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     wmma::fill_fragment(acc_x[n], 0.0f);
     wmma::fill_fragment(acc_y[n], 0.0f);
   }
-  const int64_t tb = L.window_ptr[task.w], te = L.window_ptr[task.w + 1];
-  StepFetch next;
-  if (tb < te) next.load(L.tile_cols, L.counts, tb, te, task, row >= 0);
-  for (int64_t t = tb; t < te; t += 2) {
-    const StepFetch cur = next;
-    if (t + 2 < te) next.load(L.tile_cols, L.counts, t + 2, te, task, row >= 0);
-    cur.publish(st.cols, lane);
-    __syncwarp();
+  for_each_step(L, task, row >= 0, st, tb, te, [&](const StepFetch& cur) {
     if constexpr (kKeys) {
       if (lane < kStep) {
         const int64_t i = cur.col;
@@ -788,7 +825,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         mma_block<T, wmma::row_major, kStep>(acc_y[n], st.p, kStep, st.y + n * 16, Cp);
     }
     __syncwarp();
-  }
+  });
   scores.store(st, acc_x, acc_y, task);
 }
 
