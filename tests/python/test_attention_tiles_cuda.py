@@ -12,7 +12,9 @@ import pytest
 import torch
 
 import iognn
+from iognn.graph import tile_layout
 from iognn.ops import attention_tiles
+from iognn.ops._tile_choice import MIN_FILL
 from iognn.ops.attention import gat_attention, gatv2_attention, transformer_attention
 
 from conftest import GRAPH_CASES, sizes
@@ -162,14 +164,19 @@ def test_two_runs_are_bitwise_equal(dtype, variant):
         assert torch.equal(a, b)
 
 
-def test_auto_times_both_paths_and_keeps_the_faster():
+@pytest.mark.parametrize("dense", [True, False])
+def test_auto_times_both_paths_and_keeps_the_faster(dense):
     gen = torch.Generator().manual_seed(5)
-    # Dense communities of 16 nodes: every tile is full.
-    blocks = torch.arange(64).repeat_interleave(256)
-    src = blocks * 16 + torch.randint(0, 16, (blocks.numel(),), generator=gen)
-    dst = blocks * 16 + torch.randint(0, 16, (blocks.numel(),), generator=gen)
-    ei = torch.stack([src, dst])
+    if dense:  # communities of 16 nodes: every tile is full
+        blocks = torch.arange(64).repeat_interleave(256)
+        src = blocks * 16 + torch.randint(0, 16, (blocks.numel(),), generator=gen)
+        dst = blocks * 16 + torch.randint(0, 16, (blocks.numel(),), generator=gen)
+        ei = torch.stack([src, dst])
+    else:  # random edges, a fill far below propagate's MIN_FILL: attention times all the same
+        ei = torch.randint(0, 1024, (2, 4096), generator=gen)
     g = tile_graph(ei, 1024, policy="auto")
+    fill = tile_layout(g).fill
+    assert fill > 0.5 if dense else fill < MIN_FILL
     q, k, v = heads(1024, 1024, 2, 32, seed=5)
     grad = torch.randn(1024, 2, 32, generator=gen, dtype=torch.float64)
     got = on_tiles(g, q, k, v, grad, torch.bfloat16)

@@ -3,7 +3,8 @@
 
 Under the graph's ``tile_policy``: ``"csr"`` never takes the tiles; ``"tiles"`` takes them wherever
 the kernels run (on a CPU graph: the host twin, a reference for tests); ``"auto"`` takes them where
-they run and the layout's fill reaches :data:`MIN_FILL`, after timing both paths once per op key
+they run and the layout's fill reaches the op's threshold (:data:`MIN_FILL`,
+:data:`ATTENTION_MIN_FILL`), after timing both paths once per op key
 and direction on the caller's tensors (inside ``torch.compile`` or a CUDA graph capture nothing is
 timed: a choice made before is reused, else the CSR path runs). The plans (path, both times, fill,
 reason) are kept on the graph, per device, and listed by ``Graph.stats["tile_plans"]``.
@@ -18,9 +19,13 @@ from torch import Tensor
 
 POLICIES = ("csr", "auto", "tiles")
 
-# Below this fill (distinct pairs / tile slots) "auto" does not time the tiles: each tile column
-# then carries fewer than two edges, and the CSR kernels were faster on every such graph measured.
+# Below this fill (distinct pairs / tile slots) "auto" does not time propagate's tiles: each tile
+# column then carries fewer than two edges, and the CSR kernels were faster on every such graph
+# measured. The attention variants time at any fill (ATTENTION_MIN_FILL): their tile backward beat
+# the CSR one on a real graph of fill 0.062 (coauthor_physics in its file order, bf16), where a
+# gate would have kept the slower path.
 MIN_FILL = 0.12
+ATTENTION_MIN_FILL = 0.0
 
 # The timing: a warm-up call, then the median of a few rounds of a few calls each (a single round
 # of three calls misjudged paths within 10% of each other).
@@ -73,10 +78,11 @@ def fixed(path: str, fill: Optional[float], reason: str) -> Plan:
 
 
 def choose(graph, x: Tensor, kernels_take: bool, store: str, key: tuple,
-           measure: Callable[[], Plan]) -> Tuple[bool, bool]:
+           measure: Callable[[], Plan], min_fill: float = MIN_FILL) -> Tuple[bool, bool]:
     """(tiles for the forward, tiles for the backward) of the op whose plans live in
     ``graph.<store>`` under ``key``; ``kernels_take``: whether the CUDA kernels take the call's
-    tensors (``x``'s device decides between them and the host twin)."""
+    tensors (``x``'s device decides between them and the host twin); ``min_fill``: the fill from
+    which "auto" times the two paths."""
     policy = getattr(graph, "tile_policy", "csr")
     runs = kernels_take if x.is_cuda else policy == "tiles"
     if policy == "csr" or not runs or x.numel() == 0:
@@ -90,8 +96,8 @@ def choose(graph, x: Tensor, kernels_take: bool, store: str, key: tuple,
             return False, False  # nothing can be timed here; a later eager call decides
         else:
             fill = layout(graph, False).fill
-            plan = (measure() if fill >= MIN_FILL
-                    else fixed("csr", fill, f"fill {fill:.3f} < {MIN_FILL}"))
+            plan = (measure() if fill >= min_fill
+                    else fixed("csr", fill, f"fill {fill:.3f} < {min_fill}"))
         known[key] = plan
     return plan["forward"]["path"] == "tiles", plan["backward"]["path"] == "tiles"
 

@@ -151,7 +151,8 @@ def choose_variant(v: Variant, graph, inputs: Sequence[Optional[Tensor]],
     ref = inputs[0]
     takes = choice.tensor_cores_take(ref) and ref.size(2) <= MAX_CHANNELS
     return choice.choose(graph, ref, takes, v.store, (ref.dtype, ref.size(1), ref.size(2)),
-                         lambda: _measure(v, graph, tuple(inputs), param))
+                         lambda: _measure(v, graph, tuple(inputs), param),
+                         choice.ATTENTION_MIN_FILL)
 
 
 def choose(graph, query: Tensor, key: Tensor, value: Tensor, scale: float) -> Tuple[bool, bool]:
