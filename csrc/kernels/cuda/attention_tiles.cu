@@ -263,6 +263,12 @@ struct StepFetch {
   }
 };
 
+// A slot's softmax weight in the backward: its pair count times exp(score - lse), 0 for a slot
+// without a pair.
+__device__ __forceinline__ float slot_weight(float count, float score, float lse) {
+  return count != 0.0f ? count * expf(score - lse) : 0.0f;
+}
+
 // Runs step(cur) for each step (tiles t, t + 1) of the window's tiles [tb, te), its columns
 // published in st.cols and its StepFetch cur loaded one step ahead.
 template <typename Layout, class Stage, class Step>
@@ -752,39 +758,38 @@ __global__ void __launch_bounds__(kWarps * 32)
   __syncwarp();
   scores.begin(st, lane, r);
   const int64_t row = st.rows[r];
+  // The destinations' pass forms D: from a first walk over the steps, or as <dO, out>.
+  constexpr bool kDeltaFromSteps = !kKeys && V<T, I, Cp>::template Bwd<kKeys>::kDeltaFromSteps;
+  const int64_t tb = L.window_ptr[task.w], te = L.window_ptr[task.w + 1];
   float row_delta = 0.0f, row_lse = 0.0f;  // rows of destinations: the row's D and lse
   if constexpr (!kKeys) {
-    if (row >= 0) {
-      const T *g = a.grad_out + (row * H + h) * C, *o = a.out + (row * H + h) * C;
-      for (int64_t c = half; c < C; c += 2) row_delta += to_acc(g[c]) * to_acc(o[c]);
-      row_lse = a.lse[row * H + h];
-    }
-    row_delta += __shfl_xor_sync(kFull, row_delta, 1);
-    if (row >= 0 && half == 0 && !V<T, I, Cp>::template Bwd<kKeys>::kDeltaFromSteps)
-      a.delta[row * H + h] = row_delta;
-  }
-
-  const int64_t tb = L.window_ptr[task.w], te = L.window_ptr[task.w + 1];
-  using Scores = typename V<T, I, Cp>::template Bwd<kKeys>;
-  if constexpr (!kKeys && Scores::kDeltaFromSteps) {
-    // D = sum_j P dP / sum_j P from the P and dP the pass below uses (see kDeltaFromSteps).
-    float p_sum = 0.0f, pdp_sum = 0.0f;
-    for_each_step(L, task, row >= 0, st, tb, te, [&](const StepFetch& cur) {
-      scores.step(st, lane, r, half);
-      float sv[kTileCols], dv[kTileCols];
-      load_run(sv, st.s, r, half);
-      load_run(dv, st.dp, r, half);
+    if (row >= 0) row_lse = a.lse[row * H + h];
+    if constexpr (kDeltaFromSteps) {
+      // D = sum_j P dP / sum_j P from the P and dP the pass below uses (see kDeltaFromSteps).
+      float p_sum = 0.0f, pdp_sum = 0.0f;
+      for_each_step(L, task, row >= 0, st, tb, te, [&](const StepFetch& cur) {
+        scores.step(st, lane, r, half);
+        float sv[kTileCols], dv[kTileCols];
+        load_run(sv, st.s, r, half);
+        load_run(dv, st.dp, r, half);
 #pragma unroll
-      for (int c = 0; c < int(kTileCols); ++c) {
-        const float p = cur.cnt[c] != 0.0f ? cur.cnt[c] * expf(scores.score(sv[c]) - row_lse) : 0.0f;
-        p_sum += p;
-        pdp_sum += p * dv[c];
+        for (int c = 0; c < int(kTileCols); ++c) {
+          const float p = slot_weight(cur.cnt[c], scores.score(sv[c]), row_lse);
+          p_sum += p;
+          pdp_sum += p * dv[c];
+        }
+        __syncwarp();
+      });
+      p_sum += __shfl_xor_sync(kFull, p_sum, 1);
+      pdp_sum += __shfl_xor_sync(kFull, pdp_sum, 1);
+      row_delta = p_sum > 0.0f ? pdp_sum / p_sum : 0.0f;
+    } else {
+      if (row >= 0) {
+        const T *g = a.grad_out + (row * H + h) * C, *o = a.out + (row * H + h) * C;
+        for (int64_t c = half; c < C; c += 2) row_delta += to_acc(g[c]) * to_acc(o[c]);
       }
-      __syncwarp();
-    });
-    p_sum += __shfl_xor_sync(kFull, p_sum, 1);
-    pdp_sum += __shfl_xor_sync(kFull, pdp_sum, 1);
-    row_delta = p_sum > 0.0f ? pdp_sum / p_sum : 0.0f;
+      row_delta += __shfl_xor_sync(kFull, row_delta, 1);
+    }
     if (row >= 0 && half == 0) a.delta[row * H + h] = row_delta;
   }
 
@@ -812,7 +817,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int col = half * int(kTileCols) + c;
       const float lse = kKeys ? st.col_lse[col] : row_lse;
       const float delta = kKeys ? st.col_delta[col] : row_delta;
-      pv[c] = cnt[c] != 0.0f ? cnt[c] * expf(scores.score(sv[c]) - lse) : 0.0f;
+      pv[c] = slot_weight(cnt[c], scores.score(sv[c]), lse);
       dv[c] = pv[c] * (dv[c] - delta);
     }
     if constexpr (kKeys) store_run<T>(st.p, r, half, pv);

@@ -32,6 +32,7 @@ from torch.autograd.function import once_differentiable
 
 from . import _tile_choice as choice
 from ._checks import acc_dtype
+from .attention import _graph_tensors
 
 ops = torch.ops.iognn
 
@@ -51,10 +52,6 @@ def _layout_args(graph, transposed: bool, dtype: torch.dtype):
     layout = choice.layout(graph, transposed)
     return (layout.window_ptr, layout.tile_cols, layout.row_order,
             _counts(graph, layout, transposed, dtype))
-
-
-def _graph_tensors(graph):
-    return (graph.rowptr, graph.col, graph.eid, graph.colptr, graph.row, graph.csc2csr)
 
 
 class Variant(NamedTuple):
