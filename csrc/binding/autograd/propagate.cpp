@@ -15,6 +15,7 @@
 #include <torch/library.h>
 
 #include "binding/autograd/dispatch.h"
+#include "binding/propagate_calls.h"
 
 namespace iognn::torch_ext {
 namespace {
@@ -22,40 +23,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 using Optional = std::optional<at::Tensor>;
-
-at::Tensor call_propagate(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& colptr,
-                          const at::Tensor& row, const at::Tensor& csc2csr, const Optional& weight,
-                          const at::Tensor& x, c10::string_view reduce, const Optional& bias,
-                          c10::SymInt max_in_degree, c10::SymInt max_out_degree) {
-  static const auto op = typed_op<at::Tensor(
-      const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-      const Optional&, const at::Tensor&, c10::string_view, const Optional&, c10::SymInt,
-      c10::SymInt)>(
-      "iognn::propagate");
-  return op.call(rowptr, col, colptr, row, csc2csr, weight, x, reduce, bias, max_in_degree,
-                 max_out_degree);
-}
-
-at::Tensor call_backward_x(const at::Tensor& colptr, const at::Tensor& row,
-                           const at::Tensor& csc2csr, const at::Tensor& rowptr,
-                           const Optional& weight, const at::Tensor& grad_out,
-                           c10::string_view reduce, c10::SymInt max_out_degree) {
-  static const auto op = typed_op<at::Tensor(const at::Tensor&, const at::Tensor&,
-                                             const at::Tensor&, const at::Tensor&, const Optional&,
-                                             const at::Tensor&, c10::string_view, c10::SymInt)>(
-      "iognn::propagate_backward_x");
-  return op.call(colptr, row, csc2csr, rowptr, weight, grad_out, reduce, max_out_degree);
-}
-
-at::Tensor call_backward_weight(const at::Tensor& rowptr, const at::Tensor& col,
-                                const at::Tensor& grad_out, const at::Tensor& x,
-                                c10::string_view reduce, c10::SymInt max_in_degree) {
-  static const auto op = typed_op<at::Tensor(const at::Tensor&, const at::Tensor&,
-                                             const at::Tensor&, const at::Tensor&,
-                                             c10::string_view, c10::SymInt)>(
-      "iognn::propagate_backward_weight");
-  return op.call(rowptr, col, grad_out, x, reduce, max_in_degree);
-}
 
 class PropagateFunction : public torch::autograd::Function<PropagateFunction> {
  public:
@@ -92,10 +59,10 @@ class PropagateFunction : public torch::autograd::Function<PropagateFunction> {
     const at::Tensor grad_out = grads[0].contiguous();
     at::Tensor grad_x, grad_weight, grad_bias;
     if (ctx->needs_input_grad(x_edge))
-      grad_x = call_backward_x(colptr, row, csc2csr, rowptr, optional_of(weight), grad_out, reduce,
+      grad_x = call_propagate_backward_x(colptr, row, csc2csr, rowptr, optional_of(weight), grad_out, reduce,
                                ctx->saved_data["max_out_degree"].toSymInt());
     if (weight.defined() && ctx->needs_input_grad(5))
-      grad_weight = call_backward_weight(rowptr, col, grad_out, x, reduce,
+      grad_weight = call_propagate_backward_weight(rowptr, col, grad_out, x, reduce,
                                          ctx->saved_data["max_in_degree"].toSymInt());
     // The bias, when given, is the last tensor argument (edge x_edge + 1).
     if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(x_edge + 1))

@@ -64,6 +64,27 @@ def propagate_csr(graph, x: Tensor, csr_weight: Optional[Tensor], reduce: str,
                                      *graph.max_degree_hints)
 
 
+def linear_propagate_csr(graph, x: Tensor, lin_weight: Tensor, csr_weight: Optional[Tensor],
+                         reduce: str, bias: Optional[Tensor] = None) -> Tensor:
+    """``propagate_csr(graph, x @ lin_weight.T, ...) + bias`` as one op and one autograd node
+    (binding/propagate_layers.h): GCNConv's path, on the CSR kernels only."""
+    return torch.ops.iognn.linear_propagate(graph.rowptr, graph.col, graph.colptr, graph.row,
+                                            graph.csc2csr, csr_weight, x, lin_weight, reduce,
+                                            bias, *graph.max_degree_hints)
+
+
+def propagate_linear_csr(graph, x: Tensor, csr_weight: Optional[Tensor], reduce: str,
+                         lin_weight: Tensor, bias: Optional[Tensor] = None,
+                         root_weight: Optional[Tensor] = None,
+                         x_root: Optional[Tensor] = None) -> Tensor:
+    """``propagate_csr(graph, x, ...) @ lin_weight.T + bias + root @ root_weight.T`` as one op and
+    one autograd node (binding/propagate_layers.h): SAGEConv's path, on the CSR kernels only.
+    ``root`` is ``x_root``, or ``x`` itself when only ``root_weight`` is given (a square graph)."""
+    return torch.ops.iognn.propagate_linear(graph.rowptr, graph.col, graph.colptr, graph.row,
+                                            graph.csc2csr, csr_weight, x, reduce, lin_weight,
+                                            bias, root_weight, x_root, *graph.max_degree_hints)
+
+
 def gcn_norm(graph, edge_weight: Optional[Tensor] = None, dtype: torch.dtype = torch.float32) -> Tensor:
     """GCN's symmetric normalisation ``w'_ji = deg(j)^-1/2 * w_ji * deg(i)^-1/2`` per edge.
 

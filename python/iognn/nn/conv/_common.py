@@ -11,6 +11,7 @@ from torch import Tensor
 from ...ops import _checks
 from ...ops.propagate import propagate_csr
 from .._amp import like
+from ..linear import Linear
 from .._graph import csr_weights, message_sizes, messages_graph
 from ..aggr import MeanAggregation, SumAggregation
 from ..aggr.resolver import resolve_aggregation
@@ -154,6 +155,34 @@ def from_node_major(out: Tensor, like_x: Tensor, node_dim: int) -> Tensor:
     return out if dim == 0 else out.movedim(0, dim)
 
 
+def edge_weights_csr(graph, weight: Optional[Tensor], x: Tensor) -> Optional[Tensor]:
+    """Checked per-edge weights (augmented order) in the graph's CSR order and the accumulation
+    dtype of x: what propagate reads."""
+    if weight is not None:
+        _checks.check_edge_values("edge_weight", weight, graph, x)
+    return csr_weights(graph, weight, _checks.acc_dtype(x.dtype))
+
+
+def fusable_weight(lin) -> Optional[Tensor]:
+    """The weight of ``lin`` when a fused layer op (``linear_propagate_csr`` /
+    ``propagate_linear_csr``) may stand in for its call: an initialised iognn ``Linear`` that no
+    hook watches (a lazy one materialises in its pre-hook), else None."""
+    if (type(lin) is not Linear or lin._forward_hooks or lin._forward_pre_hooks
+            or torch.nn.modules.module._global_forward_hooks
+            or torch.nn.modules.module._global_forward_pre_hooks):
+        return None
+    return lin.weight
+
+
+def fused_propagate_applies(aggr_module, graph, node_dim: int, *features: Tensor) -> bool:
+    """Whether a fused layer op can run this call: a sum or mean on the graph's CSR path over 2-D
+    features (nodes first) on the graph's device. Anything else takes the general path, which
+    also raises the errors of bad input."""
+    return (type(aggr_module) in (SumAggregation, MeanAggregation) and node_dim in (0, -2)
+            and getattr(graph, "tile_policy", "csr") == "csr"
+            and all(f.dim() == 2 and f.device == graph.device for f in features))
+
+
 def aggregate_weighted(aggr_module, graph, x: Tensor, weight: Optional[Tensor] = None,
                        bias: Optional[Tensor] = None, node_dim: int = -2) -> Tensor:
     """``aggr_{j -> i} (w_ji * x_j) + bias`` over the in-edges of every destination.
@@ -170,9 +199,7 @@ def aggregate_weighted(aggr_module, graph, x: Tensor, weight: Optional[Tensor] =
     if type(aggr_module) in (SumAggregation, MeanAggregation) and xn.dim() >= 2:
         if x.device != graph.device:  # before the op, whose message names its CSR arrays
             raise ValueError(f"x is on {x.device} but the graph is on {graph.device}")
-        if weight is not None:
-            _checks.check_edge_values("edge_weight", weight, graph, x)
-        w = csr_weights(graph, weight, _checks.acc_dtype(x.dtype))
+        w = edge_weights_csr(graph, weight, x)
         if xn.dim() == 2:
             return propagate_csr(graph, xn, w, aggr_module.reduce, bias)
         width = math.prod(xn.shape[1:])

@@ -1,0 +1,94 @@
+// The fused layer ops of the propagate family: a dense projection and a propagate in one op, so
+// that a GCN or SAGE layer is one autograd node and one dispatcher call from Python (on a small
+// graph a layer's time is the host's, and every op and node it avoids is 15-50 us of it).
+//
+//   linear_propagate:  out = A (x W^T) + b                       (GCNConv, GraphConv-like order)
+//   propagate_linear:  out = (A x) W^T + b + x_root W_root^T     (SAGEConv: lin_l, lin_r)
+//
+// A is the graph's sum or mean (`reduce`) weighted by `weight` (CSR order, fp32 or fp64), as in
+// iognn::propagate. In propagate_linear an absent x_root with a root weight means the root
+// features are x itself (a square graph), which lets the backward add both terms of grad_x in one
+// product. Both forwards are written here once: the ops' composite kernel
+// (binding/propagate_layers.cpp, every backend and the Meta / fake one) and their autograd
+// formula (binding/autograd/propagate_layers.cpp) call them.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <optional>
+#include <utility>
+
+#include "binding/propagate_calls.h"
+#include "binding/utils.h"
+
+namespace iognn::torch_ext::propagate_layers {
+
+using Optional = std::optional<at::Tensor>;
+
+// The projection W [F_out, F_in] of a 2-D operand, named by `name`. A width that does not match
+// is left to the dense product, whose message is the one a linear layer gives.
+inline void check_projection(const char* op, const at::Tensor& w, const char* name,
+                             const at::Tensor& x, const char* x_name) {
+  check_dim(x, 2, op, x_name);
+  check_dim(w, 2, op, name);
+  check_device(w, x, op, name, x_name);
+  // A RuntimeError, as the dense product of a linear layer raises for the same mistake.
+  TORCH_CHECK(w.scalar_type() == x.scalar_type(), op, ": ", name, " has dtype ", w.scalar_type(),
+              " but ", x_name, " has dtype ", x.scalar_type());
+}
+
+// bias: optional [F_out] in the dtype of the output.
+inline void check_bias(const char* op, const Optional& bias, const at::Tensor& w,
+                       const at::Tensor& x) {
+  if (!bias) return;
+  check_dim(*bias, 1, op, "bias");
+  check_device(*bias, x, op, "bias", "x");
+  check_dtype(*bias, x.scalar_type(), op, "bias");
+  TORCH_CHECK_VALUE(bias->sym_size(0) == w.sym_size(0), op,
+                    ": bias must have one entry per output feature");
+}
+
+// (h = x W^T, out = A h + b): the projection is kept for the gradient of the edge weights.
+inline std::pair<at::Tensor, at::Tensor> linear_propagate_forward(
+    const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& colptr,
+    const at::Tensor& row, const at::Tensor& csc2csr, const Optional& weight, const at::Tensor& x,
+    const at::Tensor& lin_weight, c10::string_view reduce, const Optional& bias,
+    const c10::SymInt& max_in_degree, const c10::SymInt& max_out_degree) {
+  constexpr const char* op = "iognn::linear_propagate";
+  check_projection(op, lin_weight, "lin_weight", x, "x");
+  check_bias(op, bias, lin_weight, x);
+  at::Tensor h = at::mm(x, lin_weight.t());
+  at::Tensor out = call_propagate(rowptr, col, colptr, row, csc2csr, weight, h, reduce, bias,
+                                  max_in_degree, max_out_degree);
+  return {std::move(h), std::move(out)};
+}
+
+// (agg = A x, out = agg W^T + b + root W_root^T), root = x_root or x.
+inline std::pair<at::Tensor, at::Tensor> propagate_linear_forward(
+    const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& colptr,
+    const at::Tensor& row, const at::Tensor& csc2csr, const Optional& weight, const at::Tensor& x,
+    c10::string_view reduce, const at::Tensor& lin_weight, const Optional& bias,
+    const Optional& root_weight, const Optional& x_root, const c10::SymInt& max_in_degree,
+    const c10::SymInt& max_out_degree) {
+  constexpr const char* op = "iognn::propagate_linear";
+  check_projection(op, lin_weight, "lin_weight", x, "x");
+  check_bias(op, bias, lin_weight, x);
+  TORCH_CHECK_VALUE(!x_root || root_weight, op, ": x_root is given without root_weight");
+  at::Tensor agg = call_propagate(rowptr, col, colptr, row, csc2csr, weight, x, reduce,
+                                  std::nullopt, max_in_degree, max_out_degree);
+  at::Tensor out = bias ? at::addmm(*bias, agg, lin_weight.t()) : at::mm(agg, lin_weight.t());
+  if (root_weight) {
+    const at::Tensor& root = x_root ? *x_root : x;
+    const char* root_name = x_root ? "x_root" : "x";
+    check_projection(op, *root_weight, "root_weight", root, root_name);
+    TORCH_CHECK_VALUE(root_weight->sym_size(0) == lin_weight.sym_size(0), op,
+                      ": root_weight and lin_weight must have the same output features");
+    TORCH_CHECK_VALUE(root.sym_size(0) == out.sym_size(0), op, ": ", root_name,
+                      " must have one row per destination node",
+                      x_root ? "" : " (without x_root the graph must be square)");
+    out.addmm_(root, root_weight->t());
+  }
+  return {std::move(agg), std::move(out)};
+}
+
+}  // namespace iognn::torch_ext::propagate_layers

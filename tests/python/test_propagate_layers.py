@@ -1,0 +1,290 @@
+"""The fused layer ops of the propagate family, ``iognn::linear_propagate`` (GCNConv) and
+``iognn::propagate_linear`` (SAGEConv), against their composition from iognn.ops.propagate (itself
+tested against PyG in test_propagate.py) in fp64, on every graph case, on the CPU and on CUDA; their
+gradients by gradcheck, their registration by opcheck, their errors, and the layers' use of them
+(one autograd node a layer, the general path where hooks, lazy weights or other inputs need it)."""
+import pytest
+import torch
+
+import iognn
+from iognn.nn import GCNConv, SAGEConv
+from iognn.ops import propagate
+from iognn.ops.propagate import linear_propagate_csr, propagate_linear_csr
+from conftest import sizes, tolerance
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
+ROOTS = ["none", "x", "x_root"]
+
+
+def csr(g, w):
+    return None if w is None else g.csr_edge_values(w)
+
+
+def linear_propagate_ref(g, x, lin_w, w, reduce, bias):
+    return propagate(g, x @ lin_w.T, w, reduce, bias)
+
+
+def propagate_linear_ref(g, x, w, reduce, lin_w, bias, root_w, x_root):
+    out = propagate(g, x, w, reduce) @ lin_w.T
+    if bias is not None:
+        out = out + bias
+    if root_w is not None:
+        out = out + (x if x_root is None else x_root) @ root_w.T
+    return out
+
+
+def inputs(g, device, dtype, weighted, biased, root, gen, f_in=6, f_out=5):
+    """Leaf tensors of a call: x, lin_weight, edge weights (augmented order), bias, root weight and
+    x_root (per `root`: none, x itself, or separate destination features)."""
+    def leaf(*shape, rand=torch.randn):
+        return rand(*shape, generator=gen, dtype=torch.float64).to(device, dtype).requires_grad_()
+    x = leaf(g.num_src_nodes, f_in)
+    return dict(x=x, lin_w=leaf(f_out, f_in), w=leaf(g.num_edges, rand=torch.rand) if weighted
+                else None, bias=leaf(f_out) if biased else None,
+                root_w=None if root == "none" else leaf(f_out, f_in),
+                x_root=leaf(g.num_dst_nodes, f_in) if root == "x_root" else None)
+
+
+def grads_of(out, leaves, grad):
+    got = torch.autograd.grad(out, leaves, grad, allow_unused=True)
+    return [torch.zeros_like(t) if a is None else a for a, t in zip(got, leaves)]
+
+
+def assert_matches(out, ref, leaves, dtype):
+    rtol, atol = tolerance(dtype)
+    torch.testing.assert_close(out, ref.to(out.dtype), rtol=rtol, atol=atol)
+    if out.numel() == 0:
+        return
+    grad = torch.randn_like(ref)
+    for a, b in zip(grads_of(out, leaves, grad.to(out.dtype)), grads_of(ref, leaves, grad)):
+        torch.testing.assert_close(a, b.to(a.dtype), rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("biased", [False, True])
+def test_linear_propagate_matches_the_composition(graph_case, device, reduce, weighted, biased):
+    _, edge_index, size = graph_case
+    g = iognn.Graph(edge_index, size).to(device)
+    a = inputs(g, device, torch.float64, weighted, biased, "none", torch.Generator().manual_seed(0))
+    out = linear_propagate_csr(g, a["x"], a["lin_w"], csr(g, a["w"]), reduce, a["bias"])
+    ref = linear_propagate_ref(g, a["x"], a["lin_w"], a["w"], reduce, a["bias"])
+    leaves = [t for t in (a["x"], a["lin_w"], a["w"], a["bias"]) if t is not None]
+    assert_matches(out, ref, leaves, torch.float64)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("root", ROOTS)
+def test_propagate_linear_matches_the_composition(graph_case, device, reduce, weighted, root):
+    _, edge_index, size = graph_case
+    num_src, num_dst = sizes(size)
+    g = iognn.Graph(edge_index, size).to(device)
+    a = inputs(g, device, torch.float64, weighted, True, root, torch.Generator().manual_seed(1))
+    if root == "x" and num_src != num_dst:  # x is its own root only on a square graph
+        with pytest.raises(ValueError, match="without x_root the graph must be square"):
+            propagate_linear_csr(g, a["x"], None, reduce, a["lin_w"], a["bias"], a["root_w"])
+        return
+    out = propagate_linear_csr(g, a["x"], csr(g, a["w"]), reduce, a["lin_w"], a["bias"],
+                               a["root_w"], a["x_root"])
+    ref = propagate_linear_ref(g, a["x"], a["w"], reduce, a["lin_w"], a["bias"], a["root_w"],
+                               a["x_root"])
+    leaves = [t for t in a.values() if t is not None]
+    assert_matches(out, ref, leaves, torch.float64)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_low_precision_against_fp64(device, dtype):
+    gen = torch.Generator().manual_seed(2)
+    ei = torch.randint(0, 300, (2, 4000), generator=gen)
+    g = iognn.Graph(ei, 300).to(device)
+    a = inputs(g, device, torch.float64, True, True, "x", gen, f_in=40, f_out=24)
+    low = {k: None if v is None else v.detach().to(dtype if k != "w" else torch.float32)
+           .requires_grad_() for k, v in a.items()}
+    out = linear_propagate_csr(g, low["x"], low["lin_w"], csr(g, low["w"]), "sum", low["bias"])
+    ref = linear_propagate_ref(g, a["x"], a["lin_w"], a["w"], "sum", a["bias"])
+    assert out.dtype == dtype
+    # Sums of rounded products: compared relative to the reference's norm.
+    bound = {torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}[dtype]
+
+    def close(a, b):
+        assert float((a.double() - b).norm() / b.norm()) < bound
+
+    close(out, ref)
+    out = propagate_linear_csr(g, low["x"], csr(g, low["w"]), "mean", low["lin_w"], low["bias"],
+                               low["root_w"])
+    ref = propagate_linear_ref(g, a["x"], a["w"], "mean", a["lin_w"], a["bias"], a["root_w"], None)
+    close(out, ref)
+    grad = torch.randn_like(ref)
+    got = grads_of(out, [low["x"], low["lin_w"], low["root_w"]], grad.to(dtype))
+    exp = grads_of(ref, [a["x"], a["lin_w"], a["root_w"]], grad)
+    for x, y in zip(got, exp):
+        close(x, y)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gradcheck_every_input(device):
+    gen = torch.Generator().manual_seed(3)
+    g = iognn.Graph(torch.randint(0, 9, (2, 30), generator=gen), 9).to(device)
+    a = inputs(g, device, torch.float64, True, True, "x_root", gen, f_in=4, f_out=3)
+    torch.autograd.gradcheck(
+        lambda x, lw, w, b: linear_propagate_csr(g, x, lw, g.csr_edge_values(w), "mean", b),
+        (a["x"], a["lin_w"], a["w"], a["bias"]))
+    torch.autograd.gradcheck(
+        lambda x, w, lw, b, rw, xr: propagate_linear_csr(g, x, g.csr_edge_values(w), "sum", lw,
+                                                         b, rw, xr),
+        (a["x"], a["w"], a["lin_w"], a["bias"], a["root_w"], a["x_root"]))
+    torch.autograd.gradcheck(
+        lambda x, lw, rw: propagate_linear_csr(g, x, None, "mean", lw, None, rw),
+        (a["x"], a["lin_w"], a["root_w"]))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
+def test_opcheck(device, index_dtype):
+    gen = torch.Generator().manual_seed(4)
+    for ei, n in [(torch.randint(0, 12, (2, 50), generator=gen), 12),
+                  (torch.empty(2, 0, dtype=torch.int64), 4)]:
+        g = iognn.Graph(ei, n, index_dtype=index_dtype if index_dtype == torch.int64 else None)
+        g = g.to(device)
+        a = inputs(g, device, torch.float32, True, True, "x", gen)
+        graph = (g.rowptr, g.col, g.colptr, g.row, g.csc2csr, g.csr_edge_values(a["w"]))
+        torch.library.opcheck(torch.ops.iognn.linear_propagate.default,
+                              graph + (a["x"], a["lin_w"], "sum", a["bias"]))
+        torch.library.opcheck(torch.ops.iognn.propagate_linear.default,
+                              graph + (a["x"], "mean", a["lin_w"], a["bias"], a["root_w"]))
+        torch.library.opcheck(torch.ops.iognn.propagate_linear.default,
+                              graph + (a["x"].detach(), "sum", a["lin_w"], None, a["root_w"],
+                                       a["x"][:, :6] * 2))
+
+
+def test_bad_arguments_name_themselves():
+    g = iognn.Graph(torch.tensor([[0, 1, 2], [1, 2, 0]]), 3)
+    x, w = torch.randn(3, 4), torch.randn(5, 4)
+    with pytest.raises(RuntimeError, match="lin_weight has dtype Double but x has dtype Float"):
+        linear_propagate_csr(g, x, w.double(), None, "sum")
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        linear_propagate_csr(g, x, torch.randn(5, 3), None, "sum")
+    with pytest.raises(ValueError, match="x must be 2-D"):
+        linear_propagate_csr(g, x.view(3, 2, 2), w, None, "sum")
+    with pytest.raises(ValueError, match="bias"):
+        linear_propagate_csr(g, x, w, None, "sum", torch.randn(4))
+    with pytest.raises(ValueError, match="reduce must be 'sum' or 'mean'"):
+        linear_propagate_csr(g, x, w, None, "max")
+    with pytest.raises(ValueError, match="x_root is given without root_weight"):
+        propagate_linear_csr(g, x, None, "sum", w, None, None, x)
+    with pytest.raises(RuntimeError, match="root_weight has dtype Double"):
+        propagate_linear_csr(g, x, None, "sum", w, None, w.double())
+    bip = iognn.Graph(torch.tensor([[0, 3], [1, 0]]), (4, 2))
+    with pytest.raises(ValueError, match="without x_root the graph must be square"):
+        propagate_linear_csr(bip, torch.randn(4, 4), None, "sum", w, None, w)
+
+
+# ---- the layers -----------------------------------------------------------------------------
+def node_of(out):
+    return out.grad_fn.name()
+
+
+def general_path(module):
+    """Forces a layer onto its general path: a (no-op) forward hook on each projection."""
+    for lin in ("lin", "lin_l", "lin_r"):
+        if isinstance(getattr(module, lin, None), torch.nn.Module):
+            getattr(module, lin).register_forward_hook(lambda *args: None)
+    return module
+
+
+LAYERS = [("GCNConv", lambda: GCNConv(16, 8), "LinearPropagateFunction"),
+          ("GCNConv_mean", lambda: GCNConv(16, 8, aggr="mean", normalize=False),
+           "LinearPropagateFunction"),
+          ("SAGEConv", lambda: SAGEConv(16, 8), "PropagateLinearFunction"),
+          ("SAGEConv_sum_no_root", lambda: SAGEConv(16, 8, aggr="sum", root_weight=False),
+           "PropagateLinearFunction")]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name,make,node", LAYERS, ids=[c[0] for c in LAYERS])
+def test_layers_run_one_node_and_match_their_general_path(device, name, make, node):
+    gen = torch.Generator().manual_seed(5)
+    ei = torch.randint(0, 50, (2, 300), generator=gen).to(device)
+    x = torch.randn(50, 16, generator=gen).to(device).requires_grad_()
+    torch.manual_seed(0)
+    fused = make().to(device)
+    torch.manual_seed(0)
+    general = general_path(make().to(device))
+    out, ref = fused(x, ei), general(x, ei)
+    assert node in node_of(out) and node not in node_of(ref)
+    # The node's inputs are the leaves themselves: nothing else was recorded.
+    assert {type(f).__name__ for f, _ in out.grad_fn.next_functions if f is not None} == {
+        "AccumulateGrad"}
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
+    grad = torch.randn_like(out)
+    leaves = [x] + list(fused.parameters())
+    got = torch.autograd.grad(out, leaves, grad)
+    exp = torch.autograd.grad(ref, [x] + list(general.parameters()), grad)
+    for a, b in zip(got, exp):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_sage_bipartite_and_projected_inputs_take_the_fused_path(device):
+    gen = torch.Generator().manual_seed(6)
+    ei = torch.stack([torch.randint(0, 40, (200,), generator=gen),
+                      torch.randint(0, 15, (200,), generator=gen)]).to(device)
+    xs = torch.randn(40, 16, generator=gen).to(device).requires_grad_()
+    xd = torch.randn(15, 12, generator=gen).to(device).requires_grad_()
+    for kwargs in (dict(), dict(project=True)):
+        torch.manual_seed(0)
+        fused = SAGEConv((16, 12), 8, **kwargs).to(device)
+        torch.manual_seed(0)
+        general = general_path(SAGEConv((16, 12), 8, **kwargs).to(device))
+        if kwargs:
+            general.lin._forward_hooks.clear()  # the projection itself is not fused
+        out, ref = fused((xs, xd), ei), general((xs, xd), ei)
+        assert "PropagateLinearFunction" in node_of(out)
+        torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
+        grad = torch.randn_like(out)
+        for a, b in zip(torch.autograd.grad(out, [xs, xd], grad),
+                        torch.autograd.grad(ref, [xs, xd], grad)):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_hooks_lazy_weights_and_batches_keep_the_general_path():
+    ei = torch.randint(0, 20, (2, 60), generator=torch.Generator().manual_seed(7))
+    x = torch.randn(20, 16, requires_grad=True)
+    seen = []
+    gcn = GCNConv(16, 8)
+    gcn.lin.register_forward_hook(lambda module, inp, out: seen.append(out.shape))
+    assert "LinearPropagateFunction" not in node_of(gcn(x, ei)) and seen == [(20, 8)]
+    lazy = SAGEConv(-1, 8)
+    first = lazy(x, ei)  # materialises lin_l / lin_r through their pre-hooks
+    assert "PropagateLinearFunction" not in node_of(first)
+    second = lazy(x, ei)
+    assert "PropagateLinearFunction" in node_of(second)
+    torch.testing.assert_close(first, second)
+    batch = torch.randn(3, 20, 16)  # [*, N, F]: the general path's batch columns
+    out = GCNConv(16, 8)(batch, ei)
+    assert out.shape == (3, 20, 8)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_autocast_matches_the_general_path(device):
+    dtype = torch.bfloat16
+    ei = torch.randint(0, 60, (2, 400), generator=torch.Generator().manual_seed(8)).to(device)
+    x = torch.randn(60, 16, device=device, requires_grad=True)
+    for make in (lambda: GCNConv(16, 8), lambda: SAGEConv(16, 8)):
+        torch.manual_seed(0)
+        fused = make().to(device)
+        torch.manual_seed(0)
+        general = general_path(make().to(device))
+        with torch.autocast(device, dtype=dtype):
+            out, ref = fused(x, ei), general(x, ei)
+        assert out.dtype == ref.dtype == dtype
+        torch.testing.assert_close(out, ref, rtol=2e-2, atol=2e-2)
+        grad = torch.randn_like(out)
+        for a, b in zip(torch.autograd.grad(out, [x] + list(fused.parameters()), grad),
+                        torch.autograd.grad(ref, [x] + list(general.parameters()), grad)):
+            assert a.dtype == b.dtype
+            torch.testing.assert_close(a, b, rtol=3e-2, atol=3e-2)
