@@ -1,7 +1,7 @@
 // iognn::linear_propagate and iognn::propagate_linear (binding/propagate_layers.h): schemas and
 // the composite kernel every backend and the Meta / fake tensors run. Their autograd is one node
 // each (binding/autograd/propagate_layers.cpp); their Python entries are in
-// python/iognn/ops/propagate.py, used by GCNConv and SAGEConv.
+// python/iognn/ops/propagate.py, used by GCNConv, SAGEConv and GraphConv.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 

@@ -1,9 +1,10 @@
 // The fused layer ops of the propagate family: a dense projection and a propagate in one op, so
-// that a GCN or SAGE layer is one autograd node and one dispatcher call from Python (on a small
-// graph a layer's time is the host's, and every op and node it avoids is 15-50 us of it).
+// that a GCN, SAGE or GraphConv layer is one autograd node and one dispatcher call from Python
+// (on a small graph a layer's time is the host's, and every op and node it avoids costs 10-50 us
+// of it).
 //
-//   linear_propagate:  out = A (x W^T) + b                       (GCNConv, GraphConv-like order)
-//   propagate_linear:  out = (A x) W^T + b + x_root W_root^T     (SAGEConv: lin_l, lin_r)
+//   linear_propagate:  out = A (x W^T) + b                       (GCNConv)
+//   propagate_linear:  out = (A x) W^T + b + x_root W_root^T     (SAGEConv, GraphConv)
 //
 // A is the graph's sum or mean (`reduce`) weighted by `weight` (CSR order, fp32 or fp64), as in
 // iognn::propagate. In propagate_linear an absent x_root with a root weight means the root

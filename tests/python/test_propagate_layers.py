@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import iognn
-from iognn.nn import GCNConv, SAGEConv
+from iognn.nn import GCNConv, GraphConv, SAGEConv
 from iognn.ops import propagate
 from iognn.ops.propagate import linear_propagate_csr, propagate_linear_csr
 from conftest import sizes, tolerance
@@ -190,7 +190,7 @@ def node_of(out):
 
 def general_path(module):
     """Forces a layer onto its general path: a (no-op) forward hook on each projection."""
-    for lin in ("lin", "lin_l", "lin_r"):
+    for lin in ("lin", "lin_l", "lin_r", "lin_rel", "lin_root"):
         if isinstance(getattr(module, lin, None), torch.nn.Module):
             getattr(module, lin).register_forward_hook(lambda *args: None)
     return module
@@ -201,7 +201,9 @@ LAYERS = [("GCNConv", lambda: GCNConv(16, 8), "LinearPropagateFunction"),
            "LinearPropagateFunction"),
           ("SAGEConv", lambda: SAGEConv(16, 8), "PropagateLinearFunction"),
           ("SAGEConv_sum_no_root", lambda: SAGEConv(16, 8, aggr="sum", root_weight=False),
-           "PropagateLinearFunction")]
+           "PropagateLinearFunction"),
+          ("GraphConv", lambda: GraphConv(16, 8), "PropagateLinearFunction"),
+          ("GraphConv_mean", lambda: GraphConv(16, 8, aggr="mean"), "PropagateLinearFunction")]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -249,6 +251,24 @@ def test_sage_bipartite_and_projected_inputs_take_the_fused_path(device):
         for a, b in zip(torch.autograd.grad(out, [xs, xd], grad),
                         torch.autograd.grad(ref, [xs, xd], grad)):
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_graph_conv_edge_weights_get_their_gradient_through_the_fused_op(device):
+    gen = torch.Generator().manual_seed(9)
+    ei = torch.randint(0, 40, (2, 250), generator=gen).to(device)
+    x = torch.randn(40, 16, generator=gen).to(device).requires_grad_()
+    w = torch.rand(250, generator=gen).to(device).requires_grad_()
+    torch.manual_seed(0)
+    fused = GraphConv(16, 8).to(device)
+    torch.manual_seed(0)
+    general = general_path(GraphConv(16, 8).to(device))
+    out, ref = fused(x, ei, w), general(x, ei, w)
+    assert "PropagateLinearFunction" in node_of(out)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
+    grad = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad(out, [x, w], grad), torch.autograd.grad(ref, [x, w], grad)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
 def test_hooks_lazy_weights_and_batches_keep_the_general_path():

@@ -59,11 +59,12 @@ class PropagateFunction : public torch::autograd::Function<PropagateFunction> {
     const at::Tensor grad_out = grads[0].contiguous();
     at::Tensor grad_x, grad_weight, grad_bias;
     if (ctx->needs_input_grad(x_edge))
-      grad_x = call_propagate_backward_x(colptr, row, csc2csr, rowptr, optional_of(weight), grad_out, reduce,
-                               ctx->saved_data["max_out_degree"].toSymInt());
+      grad_x = call_propagate_backward_x(colptr, row, csc2csr, rowptr, optional_of(weight),
+                                         grad_out, reduce,
+                                         ctx->saved_data["max_out_degree"].toSymInt());
     if (weight.defined() && ctx->needs_input_grad(5))
       grad_weight = call_propagate_backward_weight(rowptr, col, grad_out, x, reduce,
-                                         ctx->saved_data["max_in_degree"].toSymInt());
+                                                   ctx->saved_data["max_in_degree"].toSymInt());
     // The bias, when given, is the last tensor argument (edge x_edge + 1).
     if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(x_edge + 1))
       grad_bias = column_sum(grad_out);

@@ -8,7 +8,9 @@ separately. Edge weights are given in the graph's augmented edge order and are k
 (fp64 for fp64 features). Backward: ``grad_x = A^T grad_out`` over the transposed CSR
 (deterministic, no atomics), ``grad_w`` by a sampled dense-dense product and
 ``grad_bias = grad_out.sum(0)``. ``propagate_csr`` is the layers' entry: weights already in CSR
-order, only the C++ op's argument checks (binding/propagate_checks.h).
+order, only the C++ op's argument checks (binding/propagate_checks.h). ``linear_propagate_csr``
+and ``propagate_linear_csr`` are the fused layer ops: a projection and a propagate in one op and
+one autograd node (docs/ops.md).
 """
 from __future__ import annotations
 
@@ -78,7 +80,8 @@ def propagate_linear_csr(graph, x: Tensor, csr_weight: Optional[Tensor], reduce:
                          root_weight: Optional[Tensor] = None,
                          x_root: Optional[Tensor] = None) -> Tensor:
     """``propagate_csr(graph, x, ...) @ lin_weight.T + bias + root @ root_weight.T`` as one op and
-    one autograd node (binding/propagate_layers.h): SAGEConv's path, on the CSR kernels only.
+    one autograd node (binding/propagate_layers.h): SAGEConv's and GraphConv's path, on the CSR
+    kernels only.
     ``root`` is ``x_root``, or ``x`` itself when only ``root_weight`` is given (a square graph)."""
     return torch.ops.iognn.propagate_linear(graph.rowptr, graph.col, graph.colptr, graph.row,
                                             graph.csc2csr, csr_weight, x, reduce, lin_weight,

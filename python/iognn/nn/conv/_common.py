@@ -9,8 +9,8 @@ import torch
 from torch import Tensor
 
 from ...ops import _checks
-from ...ops.propagate import propagate_csr
-from .._amp import like
+from ...ops.propagate import propagate_csr, propagate_linear_csr
+from .._amp import autocast_input, like
 from ..linear import Linear
 from .._graph import csr_weights, message_sizes, messages_graph
 from ..aggr import MeanAggregation, SumAggregation
@@ -181,6 +181,26 @@ def fused_propagate_applies(aggr_module, graph, node_dim: int, *features: Tensor
     return (type(aggr_module) in (SumAggregation, MeanAggregation) and node_dim in (0, -2)
             and getattr(graph, "tile_policy", "csr") == "csr"
             and all(f.dim() == 2 and f.device == graph.device for f in features))
+
+
+def fused_propagate_linear(aggr_module, node_dim: int, graph, x_src: Tensor,
+                           x_dst: Optional[Tensor], weight: Optional[Tensor], lin,
+                           root_lin=None) -> Optional[Tensor]:
+    """``lin(aggr_{j -> i} w_ji x_j) + root_lin(x_dst)`` (the root term when ``root_lin`` and
+    ``x_dst`` are given) as one op and one autograd node (``propagate_linear_csr``) where that
+    applies, else None: SAGEConv's and GraphConv's path."""
+    root = root_lin is not None and x_dst is not None
+    lin_weight = fusable_weight(lin)
+    root_weight = fusable_weight(root_lin) if root else None
+    features = (x_src, x_dst) if root else (x_src,)
+    if lin_weight is None or (root and root_weight is None) or not fused_propagate_applies(
+            aggr_module, graph, node_dim, *features):
+        return None
+    x = autocast_input(x_src)
+    x_root = None if not root or x_dst is x_src else autocast_input(x_dst)
+    return propagate_linear_csr(graph, x, edge_weights_csr(graph, weight, x), aggr_module.reduce,
+                                autocast_input(lin_weight), like(lin.bias, x),
+                                autocast_input(root_weight) if root else None, x_root)
 
 
 def aggregate_weighted(aggr_module, graph, x: Tensor, weight: Optional[Tensor] = None,

@@ -15,7 +15,7 @@ from .._doc import shared_doc
 from .._graph import weighted_adjacency
 from ..linear import Linear
 from ._common import (MessagePassingArgs, MessagePassingModule, aggregate_weighted,
-                      check_edge_values)
+                      check_edge_values, fused_propagate_linear)
 
 
 @shared_doc
@@ -79,6 +79,10 @@ class GraphConv(MessagePassingModule):
             edge_weight = adj.values  # PyG's fused path ignores edge_weight for sparse inputs
         elif edge_weight is not None:
             check_edge_values("GraphConv", "edge_weight", edge_weight, adj.graph)
+        out = fused_propagate_linear(self.aggr_module, self.node_dim, adj.graph, x_src, x_dst,
+                                     edge_weight, self.lin_rel, self.lin_root)
+        if out is not None:
+            return out
         out = aggregate_weighted(self.aggr_module, adj.graph, autocast_input(x_src), edge_weight,
                                  node_dim=self.node_dim)
         out = self.lin_rel(out)

@@ -14,14 +14,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ...ops.propagate import propagate_linear_csr
-from .._amp import autocast_input, like
+from .._amp import autocast_input
 from .._doc import shared_doc
 from .._graph import message_sizes, weighted_adjacency
 from ..linear import Linear
 from ._common import (MessagePassingArgs, MessagePassingModule, aggregate_weighted,
-                      edge_weights_csr, fusable_weight, fused_propagate_applies, split_input,
-                      store_arguments)
+                      fused_propagate_linear, split_input, store_arguments)
 
 
 @shared_doc
@@ -110,7 +108,8 @@ class SAGEConv(MessagePassingModule):
         adj = weighted_adjacency("SAGEConv", edge_index, num_src, num_dst, coalesce=self.fuse,
                                  use_values=self.fuse)
         values = adj.values if adj.sparse is not None and adj.sparse.is_torch_sparse else None
-        out = self._fused(adj.graph, x_src, x_dst, values)
+        out = fused_propagate_linear(self.aggr_module, self.node_dim, adj.graph, x_src, x_dst,
+                                     values, self.lin_l, self.lin_r if self.root_weight else None)
         if out is None:
             out = self.lin_l(aggregate_weighted(self.aggr_module, adj.graph,
                                                 autocast_input(x_src), values,
@@ -120,24 +119,6 @@ class SAGEConv(MessagePassingModule):
         if self.normalize:
             out = F.normalize(out, p=2.0, dim=-1)
         return out
-
-    def _fused(self, graph, x_src: Tensor, x_dst: Optional[Tensor],
-               values: Optional[Tensor]) -> Optional[Tensor]:
-        """``lin_l(aggr(x_src)) + lin_r(x_dst)`` as one op and one autograd node
-        (``propagate_linear_csr``) where that applies, else None."""
-        root = self.root_weight and x_dst is not None
-        lin_weight = fusable_weight(self.lin_l)
-        root_weight = fusable_weight(self.lin_r) if root else None
-        features = (x_src, x_dst) if root else (x_src,)
-        if lin_weight is None or (root and root_weight is None) or not fused_propagate_applies(
-                self.aggr_module, graph, self.node_dim, *features):
-            return None
-        x = autocast_input(x_src)
-        x_root = None if not root or x_dst is x_src else autocast_input(x_dst)
-        return propagate_linear_csr(graph, x, edge_weights_csr(graph, values, x),
-                                    self.aggr_module.reduce, autocast_input(lin_weight),
-                                    like(self.lin_l.bias, x),
-                                    autocast_input(root_weight) if root else None, x_root)
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, "
