@@ -32,6 +32,14 @@ struct Edges {
   int64_t take(bool present) { return present ? next++ : -1; }
 };
 
+// The Autograd kernel of a Function F: F::apply over the arguments of F::forward after the context.
+template <class F, class Signature = decltype(F::forward)>
+struct AutogradKernel;
+template <class F, class R, class... Args>
+struct AutogradKernel<F, R(AutogradContext*, Args...)> {
+  static R call(Args... args) { return F::apply(std::forward<Args>(args)...); }
+};
+
 bool needs(AutogradContext* ctx, int64_t edge) { return edge >= 0 && ctx->needs_input_grad(edge); }
 
 at::Tensor kept(const at::Tensor& t, bool keep) { return keep ? t : at::Tensor(); }
@@ -165,33 +173,11 @@ class PropagateLinearFunction : public torch::autograd::Function<PropagateLinear
   }
 };
 
-at::Tensor linear_propagate_autograd(const at::Tensor& rowptr, const at::Tensor& col,
-                                     const at::Tensor& colptr, const at::Tensor& row,
-                                     const at::Tensor& csc2csr, const Optional& weight,
-                                     const at::Tensor& x, const at::Tensor& lin_weight,
-                                     c10::string_view reduce, const Optional& bias,
-                                     c10::SymInt max_in_degree, c10::SymInt max_out_degree) {
-  return LinearPropagateFunction::apply(rowptr, col, colptr, row, csc2csr, weight, x, lin_weight,
-                                        reduce, bias, max_in_degree, max_out_degree);
-}
-
-at::Tensor propagate_linear_autograd(const at::Tensor& rowptr, const at::Tensor& col,
-                                     const at::Tensor& colptr, const at::Tensor& row,
-                                     const at::Tensor& csc2csr, const Optional& weight,
-                                     const at::Tensor& x, c10::string_view reduce,
-                                     const at::Tensor& lin_weight, const Optional& bias,
-                                     const Optional& root_weight, const Optional& x_root,
-                                     c10::SymInt max_in_degree, c10::SymInt max_out_degree) {
-  return PropagateLinearFunction::apply(rowptr, col, colptr, row, csc2csr, weight, x, reduce,
-                                        lin_weight, bias, root_weight, x_root, max_in_degree,
-                                        max_out_degree);
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(iognn, Autograd, m) {
-  m.impl("linear_propagate", &linear_propagate_autograd);
-  m.impl("propagate_linear", &propagate_linear_autograd);
+  m.impl("linear_propagate", &AutogradKernel<LinearPropagateFunction>::call);
+  m.impl("propagate_linear", &AutogradKernel<PropagateLinearFunction>::call);
 }
 
 }  // namespace iognn::torch_ext
