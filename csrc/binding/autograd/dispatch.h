@@ -6,6 +6,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/autograd.h>
 
 #include <optional>
 
@@ -16,6 +17,15 @@ template <typename Signature>
 c10::TypedOperatorHandle<Signature> typed_op(const char* name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
 }
+
+// The Autograd kernel of a torch::autograd::Function F: F::apply over the arguments of F::forward
+// after the context (register &AutogradKernel<F>::call; no hand-written wrapper).
+template <class F, class Signature = decltype(F::forward)>
+struct AutogradKernel;
+template <class F, class R, class... Args>
+struct AutogradKernel<F, R(torch::autograd::AutogradContext*, Args...)> {
+  static R call(Args... args) { return F::apply(std::forward<Args>(args)...); }
+};
 
 // An optional argument as a tensor to save (undefined when absent), and back.
 inline at::Tensor value_or_undefined(const at::Tensor& t) { return t; }

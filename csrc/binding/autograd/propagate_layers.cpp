@@ -32,14 +32,6 @@ struct Edges {
   int64_t take(bool present) { return present ? next++ : -1; }
 };
 
-// The Autograd kernel of a Function F: F::apply over the arguments of F::forward after the context.
-template <class F, class Signature = decltype(F::forward)>
-struct AutogradKernel;
-template <class F, class R, class... Args>
-struct AutogradKernel<F, R(AutogradContext*, Args...)> {
-  static R call(Args... args) { return F::apply(std::forward<Args>(args)...); }
-};
-
 bool needs(AutogradContext* ctx, int64_t edge) { return edge >= 0 && ctx->needs_input_grad(edge); }
 
 at::Tensor kept(const at::Tensor& t, bool keep) { return keep ? t : at::Tensor(); }
