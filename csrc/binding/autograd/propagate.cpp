@@ -73,19 +73,10 @@ class PropagateFunction : public torch::autograd::Function<PropagateFunction> {
   }
 };
 
-at::Tensor propagate_autograd(const at::Tensor& rowptr, const at::Tensor& col,
-                              const at::Tensor& colptr, const at::Tensor& row,
-                              const at::Tensor& csc2csr, const Optional& weight,
-                              const at::Tensor& x, c10::string_view reduce, const Optional& bias,
-                              c10::SymInt max_in_degree, c10::SymInt max_out_degree) {
-  return PropagateFunction::apply(rowptr, col, colptr, row, csc2csr, weight, x, reduce, bias,
-                                  max_in_degree, max_out_degree);
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(iognn, Autograd, m) {
-  m.impl("propagate", &propagate_autograd);
+  m.impl("propagate", &AutogradKernel<PropagateFunction>::call);
   m.impl("propagate_backward_x", torch::autograd::autogradNotImplementedFallback());
   m.impl("propagate_backward_weight", torch::autograd::autogradNotImplementedFallback());
 }

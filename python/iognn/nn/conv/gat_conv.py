@@ -17,7 +17,7 @@ from torch.nn import Parameter
 from torch.nn.parameter import UninitializedParameter
 
 from ...ops.attention import gat_attention
-from .._amp import autocast_dtype, like
+from .._amp import like
 from .._doc import shared_doc
 from .._graph import structural_adjacency
 from ..linear import Linear, glorot_, zeros_
@@ -147,9 +147,6 @@ class GATConv(GATModule):
                 or isinstance(lin_src.weight, UninitializedParameter)):
             return None
         w = lin_src.weight
-        if autocast_dtype(x_src) is None:  # one op, one autograd node: binding/gat_projection.h
-            return torch.ops.iognn.gat_projection(x_src, w, self.att_src, self.att_dst)
-        # Under autocast the GEMM runs in the autocast dtype and the weight transform in fp32.
         w_att = self._att_weights(w, torch.cat([self.att_src, self.att_dst], dim=1))
         return torch.nn.functional.linear(x_src, torch.cat([w, w_att]))
 
