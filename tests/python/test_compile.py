@@ -28,6 +28,9 @@ class TwoLayer(torch.nn.Module):
         elif kind == "multi":
             self.conv1 = io_nn.SAGEConv(8, 16, aggr=["min", "max", "mean", "std"])
             self.conv2 = io_nn.SAGEConv(16, 4)
+        elif kind == "graphconv":  # the fused propagate_linear with a root term and edge sums
+            self.conv1 = io_nn.GraphConv(8, 16)
+            self.conv2 = io_nn.GraphConv(16, 4, aggr="mean")
         elif kind == "stacked":  # projections stacked into one GEMM (nn.linear.stacked_linears)
             self.conv1 = io_nn.GATv2Conv(8, 4, heads=4, residual=True)
             self.conv2 = io_nn.TransformerConv(16, 4, heads=1)
@@ -41,7 +44,7 @@ class TwoLayer(torch.nn.Module):
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("kind", ["gcn", "gat", "multi", "stacked"])
+@pytest.mark.parametrize("kind", ["gcn", "gat", "multi", "stacked", "graphconv"])
 def test_two_layer_model_compiles_once_for_all_batch_sizes(kind, backend, device):
     torch._dynamo.reset()
     counters.clear()
