@@ -75,20 +75,20 @@ inline std::pair<at::Tensor, at::Tensor> propagate_linear_forward(
   check_projection(op, lin_weight, "lin_weight", x, "x");
   check_bias(op, bias, lin_weight, x);
   TORCH_CHECK_VALUE(!x_root || root_weight, op, ": x_root is given without root_weight");
-  at::Tensor agg = call_propagate(rowptr, col, colptr, row, csc2csr, weight, x, reduce,
-                                  std::nullopt, max_in_degree, max_out_degree);
-  at::Tensor out = bias ? at::addmm(*bias, agg, lin_weight.t()) : at::mm(agg, lin_weight.t());
+  const at::Tensor& root = x_root ? *x_root : x;
   if (root_weight) {
-    const at::Tensor& root = x_root ? *x_root : x;
     const char* root_name = x_root ? "x_root" : "x";
     check_projection(op, *root_weight, "root_weight", root, root_name);
     TORCH_CHECK_VALUE(root_weight->sym_size(0) == lin_weight.sym_size(0), op,
                       ": root_weight and lin_weight must have the same output features");
-    TORCH_CHECK_VALUE(root.sym_size(0) == out.sym_size(0), op, ": ", root_name,
+    TORCH_CHECK_VALUE(root.sym_size(0) == rowptr.sym_size(0) - 1, op, ": ", root_name,
                       " must have one row per destination node",
                       x_root ? "" : " (without x_root the graph must be square)");
-    out.addmm_(root, root_weight->t());
   }
+  at::Tensor agg = call_propagate(rowptr, col, colptr, row, csc2csr, weight, x, reduce,
+                                  std::nullopt, max_in_degree, max_out_degree);
+  at::Tensor out = bias ? at::addmm(*bias, agg, lin_weight.t()) : at::mm(agg, lin_weight.t());
+  if (root_weight) out.addmm_(root, root_weight->t());
   return {std::move(agg), std::move(out)};
 }
 

@@ -9,12 +9,12 @@ import torch
 from torch import Tensor
 
 from ...ops import _checks
-from ...ops.propagate import propagate_csr, propagate_linear_csr
+from ...ops.propagate import linear_propagate_csr, propagate_csr, propagate_linear_csr
 from .._amp import autocast_input, like
-from ..linear import Linear
 from .._graph import csr_weights, message_sizes, messages_graph
 from ..aggr import MeanAggregation, SumAggregation
 from ..aggr.resolver import resolve_aggregation
+from ..linear import Linear
 from ..aggr.base import aggregate_with
 
 # Aggregations PyG runs through message_and_aggregate (its "fused" path) on sparse inputs.
@@ -181,6 +181,20 @@ def fused_propagate_applies(aggr_module, graph, node_dim: int, *features: Tensor
     return (type(aggr_module) in (SumAggregation, MeanAggregation) and node_dim in (0, -2)
             and getattr(graph, "tile_policy", "csr") == "csr"
             and all(f.dim() == 2 and f.device == graph.device for f in features))
+
+
+def fused_linear_propagate(aggr_module, node_dim: int, graph, x: Tensor,
+                           weight: Optional[Tensor], lin, bias: Optional[Tensor]
+                           ) -> Optional[Tensor]:
+    """``aggr_{j -> i} w_ji lin(x)_j + bias`` as one op and one autograd node
+    (``linear_propagate_csr``) where that applies, else None: GCNConv's path."""
+    lin_weight = fusable_weight(lin)
+    if lin_weight is None or not fused_propagate_applies(aggr_module, graph, node_dim, x):
+        return None
+    x = autocast_input(x)
+    return linear_propagate_csr(graph, x, autocast_input(lin_weight),
+                                edge_weights_csr(graph, weight, x), aggr_module.reduce,
+                                like(bias, x))
 
 
 def fused_propagate_linear(aggr_module, node_dim: int, graph, x_src: Tensor,

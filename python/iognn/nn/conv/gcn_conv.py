@@ -29,14 +29,13 @@ from torch import Tensor
 
 from ...graph import Graph, SelfLoops
 from ...ops._checks import acc_dtype
-from ...ops.propagate import gcn_norm, linear_propagate_csr
-from .._amp import autocast_input, like
+from ...ops.propagate import gcn_norm
 from .._graph import (_SPARSE_TENSOR, cached_graph, cached_on, edge_graph, is_sparse,
                       sparse_graph, sparse_input, weighted_adjacency)
 from ..linear import Linear, register_bias, zeros_
 from ._common import (MessagePassingArgs, MessagePassingModule, aggregate_weighted,
-                      check_edge_values, check_float_features, edge_weights_csr,
-                      fusable_weight, fused_propagate_applies, store_arguments)
+                      check_edge_values, check_float_features, fused_linear_propagate,
+                      store_arguments)
 
 
 class GCNConv(MessagePassingModule):
@@ -233,14 +232,10 @@ class GCNConv(MessagePassingModule):
                              "layers such as 'SAGEConv' or 'GraphConv' instead")
         check_float_features("GCNConv", x)
         graph, weight = self._normalised_graph(x, edge_index, edge_weight)
-        lin_weight = fusable_weight(self.lin)
-        if lin_weight is not None and fused_propagate_applies(self.aggr_module, graph,
-                                                              self.node_dim, x):
-            # One op and one autograd node: A (x W^T) + b (ops/propagate.py).
-            x = autocast_input(x)
-            return linear_propagate_csr(graph, x, autocast_input(lin_weight),
-                                        edge_weights_csr(graph, weight, x),
-                                        self.aggr_module.reduce, like(self.bias, x))
+        out = fused_linear_propagate(self.aggr_module, self.node_dim, graph, x, weight, self.lin,
+                                     self.bias)
+        if out is not None:
+            return out
         return aggregate_weighted(self.aggr_module, graph, self.lin(x), weight, self.bias,
                                   self.node_dim)
 
