@@ -34,7 +34,7 @@ at::Tensor propagate_linear(const at::Tensor& rowptr, const at::Tensor& col,
   return propagate_layers::propagate_linear_forward(rowptr, col, colptr, row, csc2csr, weight, x,
                                                     reduce, lin_weight, bias, root_weight, x_root,
                                                     max_in_degree, max_out_degree)
-      .second;
+      .out;
 }
 
 }  // namespace

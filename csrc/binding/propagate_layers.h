@@ -5,6 +5,7 @@
 //
 //   linear_propagate:  out = A (x W^T) + b                       (GCNConv)
 //   propagate_linear:  out = (A x) W^T + b + x_root W_root^T     (SAGEConv, GraphConv)
+//                      or   A (x W^T) + b + x_root W_root^T     (projected first: fewer bytes)
 //
 // A is the graph's sum or mean (`reduce`) weighted by `weight` (CSR order, fp32 or fp64), as in
 // iognn::propagate. In propagate_linear an absent x_root with a root weight means the root
@@ -64,8 +65,36 @@ inline std::pair<at::Tensor, at::Tensor> linear_propagate_forward(
   return {std::move(h), std::move(out)};
 }
 
-// (agg = A x, out = agg W^T + b + root W_root^T), root = x_root or x.
-inline std::pair<at::Tensor, at::Tensor> propagate_linear_forward(
+// Whether propagate_linear runs as A (x W^T) instead of (A x) W^T: the same values for a sum or
+// a mean (up to rounding), the propagate then reading F_out-wide rows instead of F_in-wide ones,
+// at the price of projecting every source row rather than the destinations' aggregates. Chosen
+// when that moves fewer elements in the forward (the backward follows the same proportions):
+//   projected first:  N_src (F_in + F_out) + E F_out      aggregated first:  (E + N_dst) F_in
+// A wide first layer projects first (citeseer, 3,703 -> 64 features: 3.5x fewer); a layer that
+// keeps its width, or a sampled block with about as many sources as edges, aggregates first.
+// Symbolic sizes (torch.compile) keep PyG's order, aggregate first, without a guard on them.
+inline bool projects_first(const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& x,
+                           const at::Tensor& lin_weight) {
+  const auto offsets = rowptr.sym_size(0).maybe_as_int(), edges = col.sym_size(0).maybe_as_int(),
+             num_src = x.sym_size(0).maybe_as_int(), f_in = x.sym_size(1).maybe_as_int(),
+             f_out = lin_weight.sym_size(0).maybe_as_int();
+  if (!offsets || !edges || !num_src || !f_in || !f_out) return false;
+  const double projected = double(*num_src) * double(*f_in + *f_out) + double(*edges) * *f_out;
+  const double aggregated = double(*edges + *offsets - 1) * double(*f_in);  // E + N_dst rows
+  return projected < aggregated;
+}
+
+// What propagate_linear's forward computes: `out`, and `kept`, the propagate's operand or result
+// that a gradient may read (projected: h = x W^T, read for the edge weights' gradient; else
+// agg = A x, read for W's).
+struct PropagateLinearForward {
+  at::Tensor kept, out;
+  bool projected;
+};
+
+// out = agg W^T + b + root W_root^T (agg = A x) or A h + b + root W_root^T (h = x W^T, when
+// projects_first), root = x_root or x.
+inline PropagateLinearForward propagate_linear_forward(
     const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& colptr,
     const at::Tensor& row, const at::Tensor& csc2csr, const Optional& weight, const at::Tensor& x,
     c10::string_view reduce, const at::Tensor& lin_weight, const Optional& bias,
@@ -85,11 +114,19 @@ inline std::pair<at::Tensor, at::Tensor> propagate_linear_forward(
                       " must have one row per destination node",
                       x_root ? "" : " (without x_root the graph must be square)");
   }
-  at::Tensor agg = call_propagate(rowptr, col, colptr, row, csc2csr, weight, x, reduce,
-                                  std::nullopt, max_in_degree, max_out_degree);
-  at::Tensor out = bias ? at::addmm(*bias, agg, lin_weight.t()) : at::mm(agg, lin_weight.t());
-  if (root_weight) out.addmm_(root, root_weight->t());
-  return {std::move(agg), std::move(out)};
+  PropagateLinearForward f;
+  f.projected = projects_first(rowptr, col, x, lin_weight);
+  if (f.projected) {
+    f.kept = at::mm(x, lin_weight.t());
+    f.out = call_propagate(rowptr, col, colptr, row, csc2csr, weight, f.kept, reduce, bias,
+                           max_in_degree, max_out_degree);
+  } else {
+    f.kept = call_propagate(rowptr, col, colptr, row, csc2csr, weight, x, reduce, std::nullopt,
+                            max_in_degree, max_out_degree);
+    f.out = bias ? at::addmm(*bias, f.kept, lin_weight.t()) : at::mm(f.kept, lin_weight.t());
+  }
+  if (root_weight) f.out.addmm_(root, root_weight->t());
+  return f;
 }
 
 }  // namespace iognn::torch_ext::propagate_layers

@@ -74,15 +74,23 @@ def test_linear_propagate_matches_the_composition(graph_case, device, reduce, we
     assert_matches(out, ref, leaves, torch.float64)
 
 
+# (f_in, f_out) that make propagate_linear aggregate first on every graph case, and that make it
+# project first on those with about as many edges as sources (the test below checks the choice).
+WIDTHS = {"aggregated": (4, 12), "projected": (24, 2)}
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("reduce", ["sum", "mean"])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("root", ROOTS)
-def test_propagate_linear_matches_the_composition(graph_case, device, reduce, weighted, root):
+@pytest.mark.parametrize("widths", WIDTHS.values(), ids=WIDTHS.keys())
+def test_propagate_linear_matches_the_composition(graph_case, device, reduce, weighted, root,
+                                                  widths):
     _, edge_index, size = graph_case
     num_src, num_dst = sizes(size)
     g = iognn.Graph(edge_index, size).to(device)
-    a = inputs(g, device, torch.float64, weighted, True, root, torch.Generator().manual_seed(1))
+    a = inputs(g, device, torch.float64, weighted, True, root, torch.Generator().manual_seed(1),
+               *widths)
     if root == "x" and num_src != num_dst:  # x is its own root only on a square graph
         with pytest.raises(ValueError, match="without x_root the graph must be square"):
             propagate_linear_csr(g, a["x"], None, reduce, a["lin_w"], a["bias"], a["root_w"])
@@ -93,6 +101,47 @@ def test_propagate_linear_matches_the_composition(graph_case, device, reduce, we
                                a["x_root"])
     leaves = [t for t in a.values() if t is not None]
     assert_matches(out, ref, leaves, torch.float64)
+
+
+def saved_tensors(fn):
+    """fn()'s result and the tensors its autograd nodes saved."""
+    saved = []
+
+    def pack(t):
+        saved.append(t)
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn()
+    return out, saved
+
+
+# (num_src, num_dst, edges, f_in, f_out, projected): projecting first moves N_src (F_in + F_out)
+# + E F_out elements, aggregating first (E + N_dst) F_in.
+ORDERS = {"wide input": (200, 200, 1000, 64, 4, True),
+          "same width": (200, 200, 1000, 8, 8, False),
+          "sampled block": (5000, 100, 1500, 64, 16, False),
+          "bipartite, few sources": (50, 400, 2000, 32, 8, True)}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", ORDERS.values(), ids=ORDERS.keys())
+def test_propagate_linear_projects_first_when_that_moves_fewer_elements(device, case):
+    num_src, num_dst, num_edges, f_in, f_out, projected = case
+    gen = torch.Generator().manual_seed(10)
+    ei = torch.stack([torch.randint(0, num_src, (num_edges,), generator=gen),
+                      torch.randint(0, num_dst, (num_edges,), generator=gen)])
+    g = iognn.Graph(ei, (num_src, num_dst)).to(device)
+    a = inputs(g, device, torch.float64, True, True, "x_root", gen, f_in, f_out)
+    out, saved = saved_tensors(lambda: propagate_linear_csr(
+        g, a["x"], csr(g, a["w"]), "mean", a["lin_w"], a["bias"], a["root_w"], a["x_root"]))
+    # Besides its inputs, the node keeps one tensor: projected first, h = x W^T (the edge
+    # weights' gradient reads it); aggregated first, agg = A x (W's does).
+    inputs_at = {t.data_ptr() for t in a.values() if t is not None}
+    kept = [tuple(t.shape) for t in saved if t.dim() == 2 and t.data_ptr() not in inputs_at]
+    assert kept == [(num_src, f_out) if projected else (num_dst, f_in)]
+    ref = propagate_linear_ref(g, a["x"], a["w"], "mean", a["lin_w"], a["bias"], a["root_w"],
+                               a["x_root"])
+    assert_matches(out, ref, [t for t in a.values() if t is not None], torch.float64)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -308,3 +357,37 @@ def test_autocast_matches_the_general_path(device):
                         torch.autograd.grad(ref, [x] + list(general.parameters()), grad)):
             assert a.dtype == b.dtype
             torch.testing.assert_close(a, b, rtol=3e-2, atol=3e-2)
+
+
+WIDE = {"SAGEConv": lambda lib: lib.SAGEConv(96, 4),
+        "SAGEConv_bipartite": lambda lib: lib.SAGEConv((96, 24), 4),
+        "GraphConv": lambda lib: lib.GraphConv(96, 4)}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", WIDE)
+def test_wide_inputs_project_first_and_match_pyg(device, name):
+    """A wide input projected before the aggregation (A (x W^T) instead of PyG's (A x) W^T): the
+    same outputs and gradients as PyG's layer, up to fp32 rounding."""
+    import torch_geometric.nn as pyg_nn
+    gen = torch.Generator().manual_seed(11)
+    bipartite = name.endswith("bipartite")
+    num_dst = 150 if bipartite else 300
+    ei = torch.stack([torch.randint(0, 300, (2000,), generator=gen),
+                      torch.randint(0, num_dst, (2000,), generator=gen)]).to(device)
+    x = torch.randn(300, 96, generator=gen).to(device).requires_grad_()
+    x_dst = torch.randn(num_dst, 24, generator=gen).to(device).requires_grad_()
+    inp = (x, x_dst) if bipartite else x
+    torch.manual_seed(0)
+    theirs = WIDE[name](pyg_nn).to(device)
+    ours = WIDE[name](iognn.nn).to(device)
+    ours.load_state_dict(theirs.state_dict())
+    out, ref = ours(inp, ei), theirs(inp, ei)
+    assert "PropagateLinearFunction" in node_of(out)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    grad = torch.randn_like(out)
+    leaves = [x, x_dst] if bipartite else [x]
+    got = torch.autograd.grad(out, leaves + list(ours.parameters()), grad)
+    exp = torch.autograd.grad(ref, leaves + list(theirs.parameters()), grad)
+    for a, b in zip(got, exp):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-4)

@@ -9,6 +9,8 @@
 //   grad_x   = propagate_backward_x(A^T, g_agg) (+ grad_out W_root in the same product when the
 //              root is x),  grad_W = grad_out^T agg,  grad_W_root = grad_out^T root,
 //   grad_x_root = grad_out W_root,  grad_w = propagate_backward_weight(g_agg, x)
+// or, projected first (propagate_layers::projects_first), out = A h + b + root W_root^T:
+//   linear_propagate's gradients, plus the root's as above.
 // Only what a requested gradient reads is saved. As for iognn::propagate, the backward is not
 // differentiable (its ops raise under a double backward).
 #include <ATen/ATen.h>
@@ -105,32 +107,38 @@ class PropagateLinearFunction : public torch::autograd::Function<PropagateLinear
                             const Optional& root_weight, const Optional& x_root,
                             c10::SymInt max_in_degree, c10::SymInt max_out_degree) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    auto [agg, out] = propagate_layers::propagate_linear_forward(
-        rowptr, col, colptr, row, csc2csr, weight, x, reduce, lin_weight, bias, root_weight,
-        x_root, max_in_degree, max_out_degree);
+    auto f = propagate_layers::propagate_linear_forward(rowptr, col, colptr, row, csc2csr, weight,
+                                                        x, reduce, lin_weight, bias, root_weight,
+                                                        x_root, max_in_degree, max_out_degree);
     Edges edges(weight);
     ctx->saved_data["x_edge"] = edges.take(true);
     ctx->saved_data["w_edge"] = edges.take(true);
     ctx->saved_data["bias_edge"] = edges.take(bias.has_value());
     ctx->saved_data["root_w_edge"] = edges.take(root_weight.has_value());
     ctx->saved_data["x_root_edge"] = edges.take(x_root.has_value());
+    ctx->saved_data["projected"] = f.projected;
     save_graph(ctx, reduce, max_in_degree, max_out_degree);
     const bool weight_grad = weight && weight->requires_grad();
+    const bool w_grad = lin_weight.requires_grad();
     const at::Tensor root_w = value_or_undefined(root_weight);
     const at::Tensor root = x_root ? *x_root : x;
     const bool root_w_grad = root_w.defined() && root_w.requires_grad();
     const bool root_grad = root_w.defined() && root.requires_grad();
+    // Projected first: x for grad_W, h for the edge weights; else x for the edge weights, agg
+    // for grad_W. W serves grad_x in both, and the edge weights' g_agg when aggregated first.
+    const bool keep_x = f.projected ? w_grad : weight_grad;
+    const bool keep_kept = f.projected ? weight_grad : w_grad;
+    const bool keep_w = x.requires_grad() || (!f.projected && weight_grad);
     ctx->save_for_backward({rowptr, col, colptr, row, csc2csr, value_or_undefined(weight),
-                            kept(x, weight_grad), kept(agg, lin_weight.requires_grad()),
-                            kept(lin_weight, x.requires_grad() || weight_grad),
+                            kept(x, keep_x), kept(f.kept, keep_kept), kept(lin_weight, keep_w),
                             kept(root_w, root_grad), kept(root, root_w_grad)});
-    return out;
+    return f.out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto s = ctx->get_saved_variables();
     const at::Tensor &rowptr = s[0], &col = s[1], &colptr = s[2], &row = s[3], &csc2csr = s[4],
-                     &weight = s[5], &x = s[6], &agg = s[7], &lin_weight = s[8],
+                     &weight = s[5], &x = s[6], &kept_value = s[7], &lin_weight = s[8],
                      &root_weight = s[9], &root = s[10];
     const std::string reduce = ctx->saved_data["reduce"].toStringRef();
     const int64_t x_root_edge = ctx->saved_data["x_root_edge"].toInt();
@@ -142,20 +150,32 @@ class PropagateLinearFunction : public torch::autograd::Function<PropagateLinear
                need_weight = weight.defined() && needs(ctx, 5);
     const bool root_is_x = x_root_edge < 0 && ctx->saved_data["root_w_edge"].toInt() >= 0;
     const at::Tensor grad_out = grads[0].contiguous();
+    const c10::SymInt max_in_degree = ctx->saved_data["max_in_degree"].toSymInt(),
+                      max_out_degree = ctx->saved_data["max_out_degree"].toSymInt();
     at::Tensor grad_x, grad_w, grad_bias, grad_root_w, grad_x_root, grad_weight;
-    if (need_x || need_weight) {
-      const at::Tensor g_agg = at::mm(grad_out, lin_weight);
-      if (need_x) {
-        grad_x = call_propagate_backward_x(colptr, row, csc2csr, rowptr, optional_of(weight),
-                                           g_agg, reduce,
-                                           ctx->saved_data["max_out_degree"].toSymInt());
-        if (root_is_x) grad_x.addmm_(grad_out, root_weight);
+    if (ctx->saved_data["projected"].toBool()) {  // kept_value: h
+      if (need_x || need_w) {
+        const at::Tensor g_h = call_propagate_backward_x(
+            colptr, row, csc2csr, rowptr, optional_of(weight), grad_out, reduce, max_out_degree);
+        if (need_x) grad_x = at::mm(g_h, lin_weight);
+        if (need_w) grad_w = at::mm(g_h.t(), x);
       }
       if (need_weight)
-        grad_weight = call_propagate_backward_weight(
-            rowptr, col, g_agg, x, reduce, ctx->saved_data["max_in_degree"].toSymInt());
+        grad_weight = call_propagate_backward_weight(rowptr, col, grad_out, kept_value, reduce,
+                                                     max_in_degree);
+    } else {  // kept_value: agg
+      if (need_x || need_weight) {
+        const at::Tensor g_agg = at::mm(grad_out, lin_weight);
+        if (need_x)
+          grad_x = call_propagate_backward_x(colptr, row, csc2csr, rowptr, optional_of(weight),
+                                             g_agg, reduce, max_out_degree);
+        if (need_weight)
+          grad_weight =
+              call_propagate_backward_weight(rowptr, col, g_agg, x, reduce, max_in_degree);
+      }
+      if (need_w) grad_w = at::mm(grad_out.t(), kept_value);
     }
-    if (need_w) grad_w = at::mm(grad_out.t(), agg);
+    if (need_x && root_is_x) grad_x.addmm_(grad_out, root_weight);
     if (need_bias) grad_bias = column_sum(grad_out);
     if (need_root_w) grad_root_w = at::mm(grad_out.t(), root);
     if (need_x_root) grad_x_root = at::mm(grad_out, root_weight);

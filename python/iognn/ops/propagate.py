@@ -82,7 +82,9 @@ def propagate_linear_csr(graph, x: Tensor, csr_weight: Optional[Tensor], reduce:
     """``propagate_csr(graph, x, ...) @ lin_weight.T + bias + root @ root_weight.T`` as one op and
     one autograd node (binding/propagate_layers.h): SAGEConv's and GraphConv's path, on the CSR
     kernels only.
-    ``root`` is ``x_root``, or ``x`` itself when only ``root_weight`` is given (a square graph)."""
+    ``root`` is ``x_root``, or ``x`` itself when only ``root_weight`` is given (a square graph).
+    The op projects before it propagates (``A (x W^T)``, equal up to rounding) where that moves
+    fewer elements: a wide input (docs/ops.md)."""
     return torch.ops.iognn.propagate_linear(graph.rowptr, graph.col, graph.colptr, graph.row,
                                             graph.csc2csr, csr_weight, x, reduce, lin_weight,
                                             bias, root_weight, x_root, *graph.max_degree_hints)
