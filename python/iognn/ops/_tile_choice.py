@@ -39,13 +39,15 @@ def layout(graph, transposed: bool):
     return tile_layout(graph, transposed=transposed)
 
 
-def tensor_cores_take(x: Tensor) -> bool:
-    """Whether the CUDA tile kernels take features like ``x`` (device and precision)."""
+def tensor_cores_take(x: Tensor, dtype: Optional[torch.dtype] = None) -> bool:
+    """Whether the CUDA tile kernels take features like ``x`` (device and precision; ``dtype``:
+    the one x will be cast to, default its own)."""
+    dtype = dtype or x.dtype
     if not x.is_cuda:
         return False
-    if x.dtype in (torch.float16, torch.bfloat16):
+    if dtype in (torch.float16, torch.bfloat16):
         return True
-    return x.dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
+    return dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32
 
 
 def time_ms(fn: Callable[[], object]) -> float:
@@ -77,16 +79,23 @@ def fixed(path: str, fill: Optional[float], reason: str) -> Plan:
     return {"forward": dict(plan), "backward": dict(plan)}
 
 
+def may_take_tiles(graph, x: Tensor, kernels_take: bool) -> bool:
+    """Whether an op on ``graph`` could run its tile path for ``x`` at all (the policy, and
+    ``kernels_take`` or the host twin), before any fill check or timing."""
+    policy = getattr(graph, "tile_policy", "csr")
+    runs = kernels_take if x.is_cuda else policy == "tiles"
+    return policy != "csr" and runs and x.numel() > 0
+
+
 def choose(graph, x: Tensor, kernels_take: bool, store: str, key: tuple,
            measure: Callable[[], Plan], min_fill: float = MIN_FILL) -> Tuple[bool, bool]:
     """(tiles for the forward, tiles for the backward) of the op whose plans live in
     ``graph.<store>`` under ``key``; ``kernels_take``: whether the CUDA kernels take the call's
     tensors (``x``'s device decides between them and the host twin); ``min_fill``: the fill from
     which "auto" times the two paths."""
-    policy = getattr(graph, "tile_policy", "csr")
-    runs = kernels_take if x.is_cuda else policy == "tiles"
-    if policy == "csr" or not runs or x.numel() == 0:
+    if not may_take_tiles(graph, x, kernels_take):
         return False, False
+    policy = graph.tile_policy
     known = graph.__dict__.setdefault(store, {})
     plan = known.get(key)
     if plan is None:

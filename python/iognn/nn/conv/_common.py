@@ -9,8 +9,9 @@ import torch
 from torch import Tensor
 
 from ...ops import _checks
+from ...ops._tile_choice import may_take_tiles, tensor_cores_take
 from ...ops.propagate import linear_propagate_csr, propagate_csr, propagate_linear_csr
-from .._amp import autocast_input, like
+from .._amp import autocast_dtype, autocast_input, like
 from .._graph import csr_weights, message_sizes, messages_graph
 from ..aggr import MeanAggregation, SumAggregation
 from ..aggr.resolver import resolve_aggregation
@@ -175,12 +176,17 @@ def fusable_weight(lin) -> Optional[Tensor]:
 
 
 def fused_propagate_applies(aggr_module, graph, node_dim: int, *features: Tensor) -> bool:
-    """Whether a fused layer op can run this call: a sum or mean on the graph's CSR path over 2-D
-    features (nodes first) on the graph's device. Anything else takes the general path, which
-    also raises the errors of bad input."""
+    """Whether a fused layer op can run this call: a sum or mean over 2-D features (nodes first)
+    on the graph's device, where the tile path cannot be taken (``tile_policy="csr"``, or features
+    the tile kernels do not take). Anything else takes the general path, which also raises the
+    errors of bad input."""
+    def tiles_possible(f: Tensor) -> bool:  # in the dtype autocast_input gives f
+        cast = autocast_dtype(f) if f.is_floating_point() and f.dtype != torch.float64 else None
+        return may_take_tiles(graph, f, tensor_cores_take(f, cast))
+
     return (type(aggr_module) in (SumAggregation, MeanAggregation) and node_dim in (0, -2)
-            and getattr(graph, "tile_policy", "csr") == "csr"
-            and all(f.dim() == 2 and f.device == graph.device for f in features))
+            and all(f.dim() == 2 and f.device == graph.device and not tiles_possible(f)
+                    for f in features))
 
 
 def fused_linear_propagate(aggr_module, node_dim: int, graph, x: Tensor,
