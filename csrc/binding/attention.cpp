@@ -58,35 +58,41 @@ TORCH_LIBRARY_FRAGMENT(iognn, m) {
   m.def(
       "gat_attention(Tensor rowptr, Tensor col, Tensor eid, Tensor colptr, Tensor row, "
       "Tensor csc2csr, Tensor x, Tensor alpha_src, Tensor? alpha_dst, Tensor? edge_attr, "
-      "Tensor? w_edge, float negative_slope, float dropout, SymInt seed, bool return_alpha) -> "
+      "Tensor? w_edge, float negative_slope, float dropout, SymInt seed, bool return_alpha, "
+      "SymInt max_in_degree=-1, SymInt max_out_degree=-1) -> "
       "(Tensor out, Tensor lse, Tensor alpha)");
   m.def(
       "gat_attention_backward(Tensor rowptr, Tensor col, Tensor eid, Tensor colptr, Tensor row, "
       "Tensor csc2csr, Tensor x, Tensor alpha_src, Tensor? alpha_dst, Tensor? edge_attr, "
       "Tensor? w_edge, Tensor lse, Tensor grad_out, Tensor? grad_alpha, float negative_slope, "
-      "float dropout, SymInt seed) -> (Tensor grad_x, Tensor grad_alpha_src, "
+      "float dropout, SymInt seed, SymInt max_in_degree=-1, SymInt max_out_degree=-1) -> "
+      "(Tensor grad_x, Tensor grad_alpha_src, "
       "Tensor grad_alpha_dst, Tensor grad_edge_attr, Tensor grad_w_edge)");
   m.def(
       "gatv2_attention(Tensor rowptr, Tensor col, Tensor eid, Tensor colptr, Tensor row, "
       "Tensor csc2csr, Tensor x_src, Tensor x_dst, Tensor att, Tensor? edge_attr, "
-      "Tensor? w_edge, float negative_slope, float dropout, SymInt seed, bool return_alpha) -> "
+      "Tensor? w_edge, float negative_slope, float dropout, SymInt seed, bool return_alpha, "
+      "SymInt max_in_degree=-1, SymInt max_out_degree=-1) -> "
       "(Tensor out, Tensor lse, Tensor alpha)");
   m.def(
       "gatv2_attention_backward(Tensor rowptr, Tensor col, Tensor eid, Tensor colptr, "
       "Tensor row, Tensor csc2csr, Tensor x_src, Tensor x_dst, Tensor att, Tensor? edge_attr, "
       "Tensor? w_edge, Tensor lse, Tensor grad_out, Tensor? grad_alpha, float negative_slope, "
-      "float dropout, SymInt seed) -> (Tensor grad_x_src, Tensor grad_x_dst, Tensor grad_att, "
+      "float dropout, SymInt seed, SymInt max_in_degree=-1, SymInt max_out_degree=-1) -> "
+      "(Tensor grad_x_src, Tensor grad_x_dst, Tensor grad_att, "
       "Tensor grad_edge_attr, Tensor grad_w_edge)");
   m.def(
       "transformer_attention(Tensor rowptr, Tensor col, Tensor eid, Tensor colptr, Tensor row, "
       "Tensor csc2csr, Tensor query, Tensor key, Tensor value, Tensor? edge_attr, "
-      "Tensor? w_edge, float scale, float dropout, SymInt seed, bool return_alpha) -> "
+      "Tensor? w_edge, float scale, float dropout, SymInt seed, bool return_alpha, "
+      "SymInt max_in_degree=-1, SymInt max_out_degree=-1) -> "
       "(Tensor out, Tensor lse, Tensor alpha)");
   m.def(
       "transformer_attention_backward(Tensor rowptr, Tensor col, Tensor eid, Tensor colptr, "
       "Tensor row, Tensor csc2csr, Tensor query, Tensor key, Tensor value, Tensor? edge_attr, "
       "Tensor? w_edge, Tensor lse, Tensor grad_out, Tensor? grad_alpha, float scale, "
-      "float dropout, SymInt seed) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value, "
+      "float dropout, SymInt seed, SymInt max_in_degree=-1, SymInt max_out_degree=-1) -> "
+      "(Tensor grad_query, Tensor grad_key, Tensor grad_value, "
       "Tensor grad_edge_attr, Tensor grad_w_edge)");
 }
 

@@ -233,10 +233,14 @@ inline TransformerArgs check_transformer(const char* op, const GraphArgs& g, con
 }
 
 // ---- kernel views (kernels/attention_types.h, shared by the host and device kernels) ----------
+// max_in_degree / max_out_degree: the ops' hint arguments (symbolic or negative: unknown).
 template <typename I>
-AttentionGraph<I> graph_view(const GraphArgs& g) {
-  return {cptr<I>(g.rowptr), cptr<I>(g.col), cptr<I>(g.eid),     cptr<I>(g.colptr),
-          cptr<I>(g.row),    cptr<I>(g.csc2csr), g.num_src(), g.num_dst(), g.num_edges()};
+AttentionGraph<I> graph_view(const GraphArgs& g, const c10::SymInt& max_in_degree,
+                             const c10::SymInt& max_out_degree) {
+  const auto hint = [](const c10::SymInt& h) { return h.maybe_as_int().value_or(-1); };
+  return {cptr<I>(g.rowptr), cptr<I>(g.col),     cptr<I>(g.eid),      cptr<I>(g.colptr),
+          cptr<I>(g.row),    cptr<I>(g.csc2csr), g.num_src(),         g.num_dst(),
+          g.num_edges(),     hint(max_in_degree), hint(max_out_degree)};
 }
 
 template <typename T>

@@ -49,7 +49,8 @@ struct AttentionOps {
                          const Tensor& colptr, const Tensor& row, const Tensor& csc2csr,
                          const Tensor& first, const Tensor& second, const typename V::Third& third,
                          const OptTensor& edge_attr, const OptTensor& w_edge, double scalar,
-                         double dropout, c10::SymInt seed, bool return_alpha) {
+                         double dropout, c10::SymInt seed, bool return_alpha,
+                         c10::SymInt max_in_degree, c10::SymInt max_out_degree) {
     const GraphArgs g{rowptr, col, eid, colptr, row, csc2csr};
     if constexpr (is_meta_v<Backend>) {
       return empty_forward_outputs(g, first, return_alpha);
@@ -62,7 +63,8 @@ struct AttentionOps {
                            [&](auto ft, auto it) {
         using T = typename decltype(ft)::type;
         using I = typename decltype(it)::type;
-        Backend::template forward<T, I>(scope, graph_view<I>(g), cfg, edge_dim_of(a.edge_attr),
+        Backend::template forward<T, I>(scope, graph_view<I>(g, max_in_degree, max_out_degree),
+                                        cfg, edge_dim_of(a.edge_attr),
                                         kernel_inputs<T>(a, scalar), output_view<T>(out));
       });
       return out;
@@ -77,7 +79,8 @@ struct AttentionOps {
                            const typename V::Third& third, const OptTensor& edge_attr,
                            const OptTensor& w_edge, const Tensor& lse, const Tensor& grad_out,
                            const OptTensor& grad_alpha, double scalar, double dropout,
-                           c10::SymInt seed) {
+                           c10::SymInt seed, c10::SymInt max_in_degree,
+                           c10::SymInt max_out_degree) {
     const GraphArgs g{rowptr, col, eid, colptr, row, csc2csr};
     const auto inputs = inputs_of<V>(first, second, third, edge_attr, w_edge);
     if constexpr (is_meta_v<Backend>) {
@@ -96,7 +99,8 @@ struct AttentionOps {
         using I = typename decltype(it)::type;
         const auto in = kernel_inputs<T>(a, scalar);
         Backend::template backward<T, I>(
-            scope, graph_view<I>(g), cfg, edge_dim_of(a.edge_attr), in, lse_ptr<T>(b),
+            scope, graph_view<I>(g, max_in_degree, max_out_degree), cfg,
+            edge_dim_of(a.edge_attr), in, lse_ptr<T>(b),
             cptr<T>(b.grad_out), grad_alpha_ptr<T>(b),
             grads_view<typename std::decay_t<decltype(in)>::Grads, T>(grads));
       });

@@ -41,6 +41,11 @@ struct AttentionGraph {
   int64_t num_src;
   int64_t num_dst;
   int64_t num_edges;
+  // Upper bounds on the longest in-row (rowptr) and out-row (colptr), -1 when unknown: the
+  // Graph's max_degree_hints. The CUDA kernels skip the heavy-row chunk plan of a direction whose
+  // rows are all light (attention_common.cuh, chunked); results do not depend on them.
+  int64_t max_in_degree = -1;
+  int64_t max_out_degree = -1;
 };
 
 struct AttentionConfig {

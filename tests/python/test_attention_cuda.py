@@ -250,6 +250,34 @@ def test_hubs_split_over_many_blocks(variant):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("hints", ["measured", "unknown", "understated"])
+def test_degree_hints_choose_the_chunking_not_the_results(variant, hints):
+    """A destination with 200 in-edges and a source with 150 out-edges: longer than a small
+    graph's chunk (64 edges), within the light-only bound (256). With the build's hints their rows
+    run whole in one group; without hints (a graph built under torch.compile) they are chunked; a
+    bound that understates them (a deferred build's wrong degree_bounds) runs them whole too. All
+    three give the host kernels' results."""
+    gen = torch.Generator().manual_seed(32)
+    n = 600
+    into = torch.stack([torch.randint(0, n, (200,), generator=gen),
+                        torch.zeros(200, dtype=torch.int64)])
+    out_of = torch.stack([torch.ones(150, dtype=torch.int64),
+                          torch.randint(0, n, (150,), generator=gen)])
+    edge_index = torch.cat([into, out_of, random_edge_index(n, n, 3000, gen)], 1)
+    host = iognn.Graph(edge_index, n)
+    assert min(host.max_degree_hints) > 64
+    inputs = make_inputs(variant, host, 2, 16, 3, gen)
+    grads = make_grads(host, 2, 16, gen)
+    exp = forward_backward(variant, host, inputs, grads, dropout=0.1, seed=5)
+    graph = host.cuda()
+    graph.max_degree_hints = {"measured": host.max_degree_hints, "unknown": (-1, -1),
+                              "understated": (4, 4)}[hints]
+    got = forward_backward(variant, graph, on("cuda", inputs), on("cuda", grads), dropout=0.1,
+                           seed=5)
+    assert_matches(got, exp, *FP64_TOL)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_million_isolated_nodes(variant):
     gen = torch.Generator().manual_seed(31)
     n = 1_000_000

@@ -3,9 +3,9 @@
 // machinery per call; see autograd/propagate.cpp).
 //
 // Each forward takes the graph (6 index tensors), three node tensors, edge_attr?, w_edge?, two
-// float scalars, the dropout seed and return_alpha, and returns (out, lse, alpha); its backward op
-// takes the graph, the five inputs, lse, grad_out, grad_alpha? and the same scalars, and returns
-// one gradient per input. Only out and alpha are differentiable (lse is marked non-differentiable);
+// float scalars, the dropout seed, return_alpha and the graph's two degree hints, and returns
+// (out, lse, alpha); its backward op takes the graph, the five inputs, lse, grad_out, grad_alpha?,
+// the same scalars and hints, and returns one gradient per input. Only out and alpha are differentiable (lse is marked non-differentiable);
 // gradients are not materialised, so an unused alpha costs nothing, and a missing grad_out becomes
 // zeros (only alpha was used). The backward ops are not differentiable: a double backward raises.
 #include <ATen/ATen.h>
@@ -50,16 +50,17 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction<V>>
                                const Tensor& eid, const Tensor& colptr, const Tensor& row,
                                const Tensor& csc2csr, const Tensor& a, const Tensor& b,
                                const Third& c, const Optional& edge_attr, const Optional& w_edge,
-                               double scalar, double dropout, c10::SymInt seed, bool return_alpha) {
+                               double scalar, double dropout, c10::SymInt seed, bool return_alpha,
+                               c10::SymInt max_in_degree, c10::SymInt max_out_degree) {
     static const auto op = typed_op<ForwardOut(
         const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
         const Tensor&, const Tensor&, const Third&, const Optional&, const Optional&, double,
-        double, c10::SymInt, bool)>(V::kOp);
+        double, c10::SymInt, bool, c10::SymInt, c10::SymInt)>(V::kOp);
     ForwardOut outputs;
     {
       at::AutoDispatchBelowADInplaceOrView guard;
       outputs = op.call(rowptr, col, eid, colptr, row, csc2csr, a, b, c, edge_attr, w_edge,
-                        scalar, dropout, seed, return_alpha);
+                        scalar, dropout, seed, return_alpha, max_in_degree, max_out_degree);
     }
     auto& [out, lse, alpha] = outputs;
     ctx->mark_non_differentiable({lse});
@@ -69,6 +70,8 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction<V>>
     ctx->saved_data["seed"] = seed;
     ctx->saved_data["out_sizes"] = out.sym_sizes().vec();  // symbolic under torch.compile
     ctx->saved_data["return_alpha"] = return_alpha;
+    ctx->saved_data["max_in_degree"] = max_in_degree;
+    ctx->saved_data["max_out_degree"] = max_out_degree;
     ctx->save_for_backward({rowptr, col, eid, colptr, row, csc2csr, a, b,
                             value_or_undefined(c), value_or_undefined(edge_attr),
                             value_or_undefined(w_edge), lse});
@@ -79,8 +82,8 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction<V>>
     static const auto op = typed_op<BackwardOut(
         const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
         const Tensor&, const Tensor&, const Third&, const Optional&, const Optional&,
-        const Tensor&, const Tensor&, const Optional&, double, double, c10::SymInt)>(
-        V::kBackwardOp);
+        const Tensor&, const Tensor&, const Optional&, double, double, c10::SymInt, c10::SymInt,
+        c10::SymInt)>(V::kBackwardOp);
     const auto s = ctx->get_saved_variables();
     const std::array<Tensor, kInputs> inputs = {s[6], s[7], s[8], s[9], s[10]};
     const Tensor& lse = s[11];
@@ -95,11 +98,12 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction<V>>
         op.call(s[0], s[1], s[2], s[3], s[4], s[5], inputs[0], inputs[1], third_of(inputs[2]),
                 optional_of(inputs[3]), optional_of(inputs[4]), lse, grad_out, grad_alpha,
                 ctx->saved_data["scalar"].toDouble(), ctx->saved_data["dropout"].toDouble(),
-                ctx->saved_data["seed"].toSymInt());
+                ctx->saved_data["seed"].toSymInt(), ctx->saved_data["max_in_degree"].toSymInt(),
+                ctx->saved_data["max_out_degree"].toSymInt());
     const std::array<Tensor, kInputs> computed = {std::get<0>(g), std::get<1>(g), std::get<2>(g),
                                                   std::get<3>(g), std::get<4>(g)};
     // Autograd edges: the graph tensors, then the inputs that are present, in argument order.
-    variable_list result(kGraphTensors + kInputs + 4);
+    variable_list result(kGraphTensors + kInputs + 6);
     size_t edge = kGraphTensors;
     for (int k = 0; k < kInputs; ++k) {
       if (!inputs[k].defined()) continue;
@@ -114,10 +118,12 @@ std::tuple<Tensor, Tensor, Tensor> attention_autograd(
     const Tensor& rowptr, const Tensor& col, const Tensor& eid, const Tensor& colptr,
     const Tensor& row, const Tensor& csc2csr, const Tensor& a, const Tensor& b,
     const typename V::Third& c, const Optional& edge_attr, const Optional& w_edge, double scalar,
-    double dropout, c10::SymInt seed, bool return_alpha) {
+    double dropout, c10::SymInt seed, bool return_alpha, c10::SymInt max_in_degree,
+    c10::SymInt max_out_degree) {
   const variable_list out =
       AttentionFunction<V>::apply(rowptr, col, eid, colptr, row, csc2csr, a, b, c, edge_attr,
-                                  w_edge, scalar, dropout, seed, return_alpha);
+                                  w_edge, scalar, dropout, seed, return_alpha, max_in_degree,
+                                  max_out_degree);
   return {out[0], out[1], out[2]};
 }
 

@@ -310,6 +310,18 @@ inline int64_t chunk_edges_for(int64_t num_edges) {
   return t;
 }
 
+// A known longest row up to this length keeps every row of a direction whole in its group: no
+// chunk plan (its scan and its chunk and merge kernels are 3-4 launches a direction, more than the
+// chunks save on rows this short; cora's longest has 169 edges). Propagate's light_only_degree.
+constexpr int64_t kLightOnlyDegree = 256;
+
+// Whether a direction of E' edges whose rows have at most max_degree edges (-1: unknown) builds
+// the chunk plan for rows longer than chunk_edges.
+inline bool chunked(int64_t num_edges, int64_t chunk_edges, int64_t max_degree) {
+  return num_edges > chunk_edges &&
+         (max_degree < 0 || max_degree > std::max(chunk_edges, kLightOnlyDegree));
+}
+
 // Heavy rows have d > T edges and ceil(d / T) < 2 d / T chunks: fewer than 2 E' / T in all.
 inline int64_t max_chunks_for(int64_t num_edges, int64_t chunk_edges) {
   return 2 * num_edges / chunk_edges + 1;

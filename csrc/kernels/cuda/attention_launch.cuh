@@ -136,7 +136,7 @@ ForwardLayout<T> forward_layout(void* base, const AttentionGraph<index_t>& graph
   ForwardLayout<T> l;
   l.w_t = s.take<T>(w_t_elems<Policy, T>(cfg, edge_dim));
   const int64_t E = graph.num_edges, chunk = chunk_edges_for(E);
-  if (E > chunk) {
+  if (chunked(E, chunk, graph.max_in_degree)) {
     l.chunk_ptr = s.take<int64_t>(graph.num_dst + 1);
     l.scan_bytes = chunk_plan_temp_bytes<index_t>(graph.num_dst);
     l.scan_temp = s.take<char>(int64_t(l.scan_bytes));
@@ -217,13 +217,17 @@ BackwardLayout<T> backward_layout(void* base, const AttentionGraph<index_t>& gra
   l.dalpha = s.take<acc>(E * H);
   l.dsum = s.take<acc>(graph.num_dst * H);
   const int64_t chunk = chunk_edges_for(E);
-  if (E > chunk) {
-    l.dst_chunk_ptr = s.take<int64_t>(graph.num_dst + 1);
-    l.src_chunk_ptr = s.take<int64_t>(graph.num_src + 1);
-    l.scan_bytes = std::max(chunk_plan_temp_bytes<index_t>(graph.num_dst),
-                            chunk_plan_temp_bytes<index_t>(graph.num_src));
+  const bool dst_chunked = chunked(E, chunk, graph.max_in_degree),
+             src_chunked = chunked(E, chunk, graph.max_out_degree);
+  if (dst_chunked) l.dst_chunk_ptr = s.take<int64_t>(graph.num_dst + 1);
+  if (src_chunked) l.src_chunk_ptr = s.take<int64_t>(graph.num_src + 1);
+  if (dst_chunked || src_chunked) {
+    l.scan_bytes =
+        std::max(dst_chunked ? chunk_plan_temp_bytes<index_t>(graph.num_dst) : size_t(0),
+                 src_chunked ? chunk_plan_temp_bytes<index_t>(graph.num_src) : size_t(0));
     l.scan_temp = s.take<char>(int64_t(l.scan_bytes));
-    const int64_t width = std::max(dst_width<V>(C), src_width<V>(C));
+    const int64_t width = std::max(dst_chunked ? dst_width<V>(C) : int64_t(0),
+                                   src_chunked ? src_width<V>(C) : int64_t(0));
     l.partial = s.take<acc>(max_chunks_for(E, chunk) * H * width);
   }
   const int64_t P = param_count<V>(H, C, edge_dim);
@@ -262,9 +266,11 @@ void run_backward(const V& v, const AttentionGraph<index_t>& graph, const Attent
   if (ws.dst_chunk_ptr) {
     build_chunk_plan(graph.rowptr, graph.num_dst, chunk, ws.dst_chunk_ptr, ws.scan_temp,
                      ws.scan_bytes, stream);
+    dst_plan.chunk_ptr = ws.dst_chunk_ptr;
+  }
+  if (ws.src_chunk_ptr) {
     build_chunk_plan(graph.colptr, graph.num_src, chunk, ws.src_chunk_ptr, ws.scan_temp,
                      ws.scan_bytes, stream);
-    dst_plan.chunk_ptr = ws.dst_chunk_ptr;
     src_plan.chunk_ptr = ws.src_chunk_ptr;
   }
   using acc = typename V::acc;

@@ -74,7 +74,7 @@ def gat_attention(graph, x: Tensor, alpha_src: Tensor, alpha_dst: Optional[Tenso
     dropout, seed = _dropout_seed(dropout, seed)
     out, _, alpha = torch.ops.iognn.gat_attention(
         *_graph_tensors(graph), x, alpha_src, alpha_dst, edge_attr, w_edge,
-        float(negative_slope), dropout, seed, bool(return_alpha))
+        float(negative_slope), dropout, seed, bool(return_alpha), *graph.max_degree_hints)
     return (out, alpha) if return_alpha else out
 
 
@@ -117,7 +117,7 @@ def gatv2_attention(graph, x_src: Tensor, x_dst: Tensor, att: Tensor,
     dropout, seed = _dropout_seed(dropout, seed)
     out, _, alpha = torch.ops.iognn.gatv2_attention(
         *_graph_tensors(graph), x_src, x_dst, att, edge_attr, w_edge, float(negative_slope),
-        dropout, seed, bool(return_alpha))
+        dropout, seed, bool(return_alpha), *graph.max_degree_hints)
     return (out, alpha) if return_alpha else out
 
 
@@ -159,7 +159,7 @@ def transformer_attention(graph, query: Tensor, key: Tensor, value: Tensor,
     dropout, seed = _dropout_seed(dropout, seed)
     out, _, alpha = torch.ops.iognn.transformer_attention(
         *_graph_tensors(graph), query, key, value, edge_attr, w_edge, scale, dropout, seed,
-        bool(return_alpha))
+        bool(return_alpha), *graph.max_degree_hints)
     return (out, alpha) if return_alpha else out
 
 
