@@ -53,6 +53,16 @@ def on(device, tensors):
     return [None if t is None else t.to(device) for t in tensors]
 
 
+def hub_edge_index(n, into, out_of, others, gen):
+    """Node 0 receives `into` edges from random sources, node 1 sends `out_of` edges to random
+    destinations, and `others` random edges join n nodes."""
+    to_hub = torch.stack([torch.randint(0, n, (into,), generator=gen),
+                          torch.zeros(into, dtype=torch.int64)])
+    from_hub = torch.stack([torch.ones(out_of, dtype=torch.int64),
+                            torch.randint(0, n, (out_of,), generator=gen)])
+    return torch.cat([to_hub, from_hub, random_edge_index(n, n, others, gen)], 1)
+
+
 def supernode_graph():
     """The host graph of conftest's "supernode" case (node 0 receives 5,000 edges)."""
     _, edge_index, size = next(c for c in GRAPH_CASES if c[0] == "supernode")
@@ -241,11 +251,7 @@ def test_hubs_split_over_many_blocks(variant):
     chunk length, so their states are merged from many partial chunks)."""
     gen = torch.Generator().manual_seed(30)
     n = 3000
-    into_hub = torch.stack([torch.randint(0, n, (200_000,), generator=gen),
-                            torch.zeros(200_000, dtype=torch.int64)])
-    out_of_hub = torch.stack([torch.ones(100_000, dtype=torch.int64),
-                              torch.randint(0, n, (100_000,), generator=gen)])
-    edge_index = torch.cat([into_hub, out_of_hub, random_edge_index(n, n, 20_000, gen)], 1)
+    edge_index = hub_edge_index(n, 200_000, 100_000, 20_000, gen)
     check_against_host(variant, edge_index, n, H=2, C=16, De=2, dropout=0.1)
 
 
@@ -259,12 +265,7 @@ def test_degree_hints_choose_the_chunking_not_the_results(variant, hints):
     three give the host kernels' results."""
     gen = torch.Generator().manual_seed(32)
     n = 600
-    into = torch.stack([torch.randint(0, n, (200,), generator=gen),
-                        torch.zeros(200, dtype=torch.int64)])
-    out_of = torch.stack([torch.ones(150, dtype=torch.int64),
-                          torch.randint(0, n, (150,), generator=gen)])
-    edge_index = torch.cat([into, out_of, random_edge_index(n, n, 3000, gen)], 1)
-    host = iognn.Graph(edge_index, n)
+    host = iognn.Graph(hub_edge_index(n, 200, 150, 3000, gen), n)
     assert min(host.max_degree_hints) > 64
     inputs = make_inputs(variant, host, 2, 16, 3, gen)
     grads = make_grads(host, 2, 16, gen)
