@@ -68,29 +68,37 @@ def layer_steps(layer, x, edge_index):
                        (x, edge_index), lambda out: grad, leaves=(x,)) for v in VARIANTS}
 
 
-def training_steps(model_name, data):
-    x, edge_index, y, train_idx, classes = data
-    steps = {}
-    for v in VARIANTS:
-        model = make(v, lambda lib: TwoLayer(lib, model_name, x.size(1), classes), x.device)
-        optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+def training_step(model, data):
+    """One full-graph training step of `model` (forward, cross entropy, backward, Adam)."""
+    x, edge_index, y, train_idx, _ = data
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
 
-        def step(model=model, optimizer=optimizer):
-            optimizer.zero_grad(set_to_none=True)
-            _node_loss(model, x, edge_index, y, train_idx).backward()
-            optimizer.step()
-        steps[v] = step
-    return steps
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        _node_loss(model, x, edge_index, y, train_idx).backward()
+        optimizer.step()
+    return step
+
+
+def training_steps(model_name, data):
+    x, classes = data[0], data[4]
+    return {v: training_step(make(v, lambda lib: TwoLayer(lib, model_name, x.size(1), classes),
+                                  x.device), data) for v in VARIANTS}
+
+
+def parse_args(description: str, rounds: int, steps: int) -> argparse.Namespace:
+    """The options of this script and of scripts/time_step_floor.py."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--graphs", default="cora,citeseer,amazon_photo")
+    p.add_argument("--data", default=None, help="data folder of the real graphs")
+    p.add_argument("--rounds", type=int, default=rounds)
+    p.add_argument("--steps", type=int, default=steps)
+    p.add_argument("--device", default="cuda")
+    return p.parse_args()
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--graphs", default="cora,citeseer,amazon_photo")
-    p.add_argument("--data", default=None, help="data folder of the real graphs")
-    p.add_argument("--rounds", type=int, default=7)
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--device", default="cuda")
-    args = p.parse_args()
+    args = parse_args(__doc__.split("\n")[0], rounds=7, steps=30)
     device = torch.device(args.device)
     rows = []
     for graph in args.graphs.split(","):

@@ -3,21 +3,19 @@
 by a bare ``torch.nn.Linear`` (one op and one autograd node per layer, no graph: the least any
 layer library can cost), against the same step with PyG's and iognn's SAGE and GCN layers.
 
-The variants are timed in one process in interleaved rounds (the median round is reported), then
-profiled for their summed kernel time and launches (CUDA only).
+The variants are timed in one process in interleaved rounds (the median round is reported, as by
+scripts/time_fused_layers.py), then profiled for their summed kernel time and launches (CUDA only).
 
 Usage: python scripts/time_step_floor.py [--graphs cora,citeseer,amazon_photo] [--data DIR]
        [--rounds 3] [--steps 20] [--device cuda]
 """
-import argparse
-import statistics
-
 import torch
 import torch.nn.functional as F
 import torch_geometric.nn as pyg_nn
 
 import iognn.nn as io_nn
-from iognn.bench.workloads import HIDDEN, TwoLayer, _node_loss, kernel_time, node_data, wall_time
+from iognn.bench.workloads import HIDDEN, TwoLayer, kernel_time, node_data
+from time_fused_layers import parse_args, training_step, walls  # (scripts/: shared timing)
 
 
 class LinearLayers(torch.nn.Module):
@@ -44,36 +42,20 @@ def variants(features: int, classes: int):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--graphs", default="cora,citeseer,amazon_photo")
-    p.add_argument("--data", default=None, help="data folder of the real graphs")
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--device", default="cuda")
-    args = p.parse_args()
+    args = parse_args(__doc__.split("\n")[0], rounds=3, steps=20)
     device = torch.device(args.device)
     for graph in args.graphs.split(","):
-        x, edge_index, y, train_idx, classes = node_data(graph, device, args.data, 0)
+        data = node_data(graph, device, args.data, 0)
         steps = {}
-        for name, make in variants(x.size(1), classes).items():
+        for name, make in variants(data[0].size(1), data[4]).items():
             torch.manual_seed(0)
-            model = make().to(device)
-            optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-
-            def step(model=model, optimizer=optimizer):
-                optimizer.zero_grad(set_to_none=True)
-                _node_loss(model, x, edge_index, y, train_idx).backward()
-                optimizer.step()
-            steps[name] = step
-        walls = {name: [] for name in steps}
-        for _ in range(args.rounds):
-            for name, step in steps.items():
-                walls[name].append(wall_time(step, device, 5, 3, args.steps))
+            steps[name] = training_step(make().to(device), data)
+        wall = walls(steps, args.rounds, args.steps, device)
         for name, step in steps.items():  # the profiler last: it slows later launches
             kernels = kernel_time(step, device, 10)
             cell = (f" ({kernels['kernel_ms']:.3f} ms kernels, {kernels['launches']:.0f} launches)"
                     if device.type == "cuda" else "")
-            print(f"{graph} {name}: {statistics.median(walls[name]):.3f} ms{cell}", flush=True)
+            print(f"{graph} {name}: {wall[name]:.3f} ms{cell}", flush=True)
 
 
 if __name__ == "__main__":
