@@ -395,19 +395,19 @@ def test_wide_inputs_project_first_and_match_pyg(device, name):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_tile_policy_keeps_the_fused_path_where_no_tile_kernel_runs(device):
-    """A graph whose tile_policy is "auto" (a reordered one) runs the fused op for features the
-    tile kernels do not take (CPU, fp32 without TF32), and the general path, which may choose the
-    tiles, for those they take (bf16 under autocast on CUDA) or under tile_policy="tiles"."""
+    """A graph whose tile_policy allows tiles (a reordered one: "auto") runs the fused op for
+    features no tile kernel takes (fp32 without TF32 on CUDA; on the CPU under "auto"), and the
+    general path, which may choose the tiles, where one may run (bf16 under autocast on CUDA; the
+    host twin under tile_policy="tiles" on the CPU)."""
     gen = torch.Generator().manual_seed(12)
     ei = torch.randint(0, 64, (2, 400), generator=gen).to(device)
-    x = torch.randn(64, 16, generator=gen).to(device)
+    x = torch.randn(64, 16, generator=gen).to(device).requires_grad_()
     conv = SAGEConv(16, 8).to(device)
     graph = iognn.Graph(ei, 64).to(device)
-    graph.tile_policy = "auto"
-    assert "PropagateLinearFunction" in node_of(conv(x.requires_grad_(), graph))
-    graph.tile_policy = "tiles"
-    assert "PropagateLinearFunction" not in node_of(conv(x, graph))
-    if device == "cuda":
-        graph.tile_policy = "auto"
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            assert "PropagateLinearFunction" not in node_of(conv(x, graph))
+    for policy in ("auto", "tiles"):
+        graph.tile_policy = policy
+        fused = device == "cuda" or policy == "auto"
+        assert ("PropagateLinearFunction" in node_of(conv(x, graph))) == fused, policy
+        if device == "cuda":
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                assert "PropagateLinearFunction" not in node_of(conv(x, graph)), policy
