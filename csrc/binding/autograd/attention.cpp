@@ -5,9 +5,10 @@
 // Each forward takes the graph (6 index tensors), three node tensors, edge_attr?, w_edge?, two
 // float scalars, the dropout seed, return_alpha and the graph's two degree hints, and returns
 // (out, lse, alpha); its backward op takes the graph, the five inputs, lse, grad_out, grad_alpha?,
-// the same scalars and hints, and returns one gradient per input. Only out and alpha are differentiable (lse is marked non-differentiable);
-// gradients are not materialised, so an unused alpha costs nothing, and a missing grad_out becomes
-// zeros (only alpha was used). The backward ops are not differentiable: a double backward raises.
+// the same scalars and hints, and returns one gradient per input. Only out and alpha are
+// differentiable (lse is marked non-differentiable); gradients are not materialised, so an unused
+// alpha costs nothing, and a missing grad_out becomes zeros (only alpha was used). The backward
+// ops are not differentiable: a double backward raises.
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
