@@ -18,6 +18,7 @@
 #include <ATen/ATen.h>
 
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "binding/propagate_calls.h"
@@ -50,7 +51,19 @@ inline void check_bias(const char* op, const Optional& bias, const at::Tensor& w
                     ": bias must have one entry per output feature");
 }
 
-// (h = x W^T, out = A h + b): the projection is kept for the gradient of the edge weights.
+// (h = x W^T, out = A h + b) of checked arguments: the projection is kept for the gradient of
+// the edge weights. linear_propagate, and propagate_linear when it projects first.
+inline std::pair<at::Tensor, at::Tensor> project_then_propagate(
+    const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& colptr,
+    const at::Tensor& row, const at::Tensor& csc2csr, const Optional& weight, const at::Tensor& x,
+    const at::Tensor& lin_weight, c10::string_view reduce, const Optional& bias,
+    const c10::SymInt& max_in_degree, const c10::SymInt& max_out_degree) {
+  at::Tensor h = at::mm(x, lin_weight.t());
+  at::Tensor out = call_propagate(rowptr, col, colptr, row, csc2csr, weight, h, reduce, bias,
+                                  max_in_degree, max_out_degree);
+  return {std::move(h), std::move(out)};
+}
+
 inline std::pair<at::Tensor, at::Tensor> linear_propagate_forward(
     const at::Tensor& rowptr, const at::Tensor& col, const at::Tensor& colptr,
     const at::Tensor& row, const at::Tensor& csc2csr, const Optional& weight, const at::Tensor& x,
@@ -59,10 +72,8 @@ inline std::pair<at::Tensor, at::Tensor> linear_propagate_forward(
   constexpr const char* op = "iognn::linear_propagate";
   check_projection(op, lin_weight, "lin_weight", x, "x");
   check_bias(op, bias, lin_weight, x);
-  at::Tensor h = at::mm(x, lin_weight.t());
-  at::Tensor out = call_propagate(rowptr, col, colptr, row, csc2csr, weight, h, reduce, bias,
-                                  max_in_degree, max_out_degree);
-  return {std::move(h), std::move(out)};
+  return project_then_propagate(rowptr, col, colptr, row, csc2csr, weight, x, lin_weight, reduce,
+                                bias, max_in_degree, max_out_degree);
 }
 
 // Whether propagate_linear runs as A (x W^T) instead of (A x) W^T: the same values for a sum or
@@ -117,9 +128,9 @@ inline PropagateLinearForward propagate_linear_forward(
   PropagateLinearForward f;
   f.projected = projects_first(rowptr, col, x, lin_weight);
   if (f.projected) {
-    f.kept = at::mm(x, lin_weight.t());
-    f.out = call_propagate(rowptr, col, colptr, row, csc2csr, weight, f.kept, reduce, bias,
-                           max_in_degree, max_out_degree);
+    std::tie(f.kept, f.out) = project_then_propagate(rowptr, col, colptr, row, csc2csr, weight, x,
+                                                     lin_weight, reduce, bias, max_in_degree,
+                                                     max_out_degree);
   } else {
     f.kept = call_propagate(rowptr, col, colptr, row, csc2csr, weight, x, reduce, std::nullopt,
                             max_in_degree, max_out_degree);

@@ -181,6 +181,8 @@ def fused_propagate_applies(aggr_module, graph, node_dim: int, *features: Tensor
     the tile kernels do not take). Anything else takes the general path, which also raises the
     errors of bad input."""
     def tiles_possible(f: Tensor) -> bool:  # in the dtype autocast_input gives f
+        if getattr(graph, "tile_policy", "csr") == "csr":  # the default: nothing more to ask
+            return False
         cast = autocast_dtype(f) if f.is_floating_point() and f.dtype != torch.float64 else None
         return may_take_tiles(graph, f, tensor_cores_take(f, cast))
 
