@@ -86,14 +86,17 @@ def training_steps(model_name, data):
                                   x.device), data) for v in VARIANTS}
 
 
-def parse_args(description: str, rounds: int, steps: int) -> argparse.Namespace:
-    """The options of this script and of scripts/time_step_floor.py."""
+def parse_args(description: str, rounds: int, steps: int, extra=()) -> argparse.Namespace:
+    """The options of this script and of scripts/time_step_floor.py (plus its `extra` ones:
+    (flag, add_argument keywords) pairs)."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--graphs", default="cora,citeseer,amazon_photo")
     p.add_argument("--data", default=None, help="data folder of the real graphs")
     p.add_argument("--rounds", type=int, default=rounds)
     p.add_argument("--steps", type=int, default=steps)
     p.add_argument("--device", default="cuda")
+    for flag, options in extra:
+        p.add_argument(flag, **options)
     return p.parse_args()
 
 
