@@ -18,7 +18,7 @@ import torch.nn.functional as F
 import torch_geometric.nn as pyg_nn
 
 import iognn.nn as io_nn
-from iognn.bench.workloads import HIDDEN, TwoLayer, _node_loss, kernel_time, node_data
+from iognn.bench.workloads import HIDDEN, TwoLayer, kernel_time, node_data
 from time_fused_layers import parse_args, training_step, walls  # (scripts/: shared timing)
 
 
@@ -50,20 +50,6 @@ def variants(features: int, classes: int):
             "iognn gat": lambda: TwoLayer(io_nn, "gat", features, classes)}
 
 
-def compiled_step(model, data, mode: str):
-    """training_step with the model's forward compiled (the optimizer holds the model's own
-    parameters, as in ``iognn bench``'s compiled rows)."""
-    x, edge_index, y, train_idx, _ = data
-    forward = torch.compile(model, mode=mode)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-
-    def step():
-        optimizer.zero_grad(set_to_none=True)
-        _node_loss(forward, x, edge_index, y, train_idx).backward()
-        optimizer.step()
-    return step
-
-
 def main():
     args = parse_args(__doc__.split("\n")[0], rounds=3, steps=20,
                       extra=[("--compile", dict(action="store_true",
@@ -79,7 +65,9 @@ def main():
             if args.compile and not name.startswith("pyg"):
                 for suffix, mode in COMPILE_MODES.items():
                     torch.manual_seed(0)
-                    steps[f"{name} {suffix}"] = compiled_step(make().to(device), data, mode)
+                    model = make().to(device)
+                    steps[f"{name} {suffix}"] = training_step(
+                        model, data, torch.compile(model, mode=mode))
         wall = walls(steps, args.rounds, args.steps, device)
         for name, step in steps.items():  # the profiler last: it slows later launches
             kernels = kernel_time(step, device, 10)
