@@ -303,9 +303,14 @@ def block_pool(gen: torch.Generator, device, order: str = "sorted by dst", size:
 
 def batch_steps(layer: str, device, seed):
     """A sampled block per step: a new edge_index object (a clone from a pool of 8), so neither
-    library can reuse a graph built in an earlier step."""
+    library can reuse a graph built in an earlier step. SAGEConv also runs on a block built the way
+    iognn's loaders build theirs ("iognn deferred"): ``iognn.Graph`` without waiting for its
+    validation (a bad index goes to an error word, checked after the first step) and with the
+    fan-out as the in-degree bound. GATConv adds self-loops, whose count only the data tells, so
+    its blocks cannot be built deferred."""
     import torch_geometric.nn as pyg_nn
 
+    import iognn
     import iognn.nn as io_nn
     gen = torch.Generator().manual_seed(seed)
     b = BLOCK
@@ -329,6 +334,23 @@ def batch_steps(layer: str, device, seed):
             out = module((x_src, x_dst), edge_index)
             out.backward(torch.ones_like(out))
         out[impl] = step
+    if layer == "SAGEConv":
+        torch.manual_seed(seed)
+        module = io_nn.SAGEConv((b["feat"], b["feat"]), HIDDEN).to(device)
+        error = torch.full((1,), -1, dtype=torch.long, device=device)
+        counter = {"k": 0}
+
+        def deferred_step(module=module, counter=counter):
+            clear_grads(module, (x_src,))
+            counter["k"] += 1
+            graph = iognn.Graph(pool[counter["k"] % len(pool)].clone(),
+                                (b["num_src"], b["num_dst"]), deferred_error=error,
+                                degree_bounds=(b["fanout"], -1))
+            out = module((x_src, x_dst), graph)
+            out.backward(torch.ones_like(out))
+        deferred_step()
+        iognn.graph.raise_deferred_error(error, "the sampled blocks")
+        out["iognn deferred"] = deferred_step
     return out
 
 
