@@ -5,14 +5,15 @@ so ``scripts/gpu_ab.sh`` can run it against older trees, e.g.
 
     scripts/gpu_ab.sh .base/7a3b96b.tar -- python3 scripts/time_single_head.py
 
-Each time is the median of 20 CUDA-event-timed calls after 5 warm-up calls.
+Times are medians of CUDA-event-timed steps, as ``iognn bench`` takes them
+(``iognn.bench.timing.measure``: the forward and the whole forward + backward of one step).
 """
 import os
-import statistics
 
 import torch
 
 import iognn
+from iognn.bench.timing import Step, measure
 
 NUM_NODES = 200_000
 
@@ -23,20 +24,6 @@ def random_graph(num_nodes: int, seed: int = 0) -> "iognn.Graph":
     dst = torch.arange(num_nodes).repeat_interleave(degrees)
     src = torch.randint(0, num_nodes, (dst.numel(),), generator=gen)
     return iognn.Graph(torch.stack([src, dst]).cuda(), (num_nodes, num_nodes))
-
-
-def median_ms(fn, reps: int = 20) -> float:
-    for _ in range(5):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(True), torch.cuda.Event(True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def op_inputs(op: str, n: int, channels: int, dtype):
@@ -56,15 +43,10 @@ def main():
                 torch.manual_seed(0)
                 inputs = op_inputs(name, NUM_NODES, channels, dtype)
                 grad = torch.randn(NUM_NODES, 1, channels, device="cuda", dtype=dtype)
-
-                def step(inputs=inputs, grad=grad, op=op):
-                    op(graph, *inputs).backward(grad)
-                    for t in inputs:
-                        t.grad = None
-                with torch.no_grad():
-                    forward = median_ms(lambda: op(graph, *inputs))
-                print(f"[{label}] {name} 1x{channels} {str(dtype)[6:]}: fwd {forward:.3f} "
-                      f"fwd+bwd {median_ms(step):.3f}", flush=True)
+                step = Step(lambda *t, op=op: op(graph, *t), [inputs], grad)
+                m = measure(step, torch.device("cuda"), warmup=5, repeats=20, budget_s=10.0)
+                print(f"[{label}] {name} 1x{channels} {str(dtype)[6:]}: fwd {m.fwd_ms:.3f} "
+                      f"fwd+bwd {m.fwdbwd_ms:.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@
 #include "core/workspace.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/csr_schedule.cuh"
 
 namespace iognn::cuda::attention_detail {
 
@@ -310,13 +311,9 @@ inline int64_t chunk_edges_for(int64_t num_edges) {
   return t;
 }
 
-// A known longest row up to this length keeps every row of a direction whole in its group: no
-// chunk plan (its scan and its chunk and merge kernels are 3-4 launches a direction, more than the
-// chunks save on rows this short; cora's longest has 169 edges). Propagate's light_only_degree.
-constexpr int64_t kLightOnlyDegree = 256;
-
 // Whether a direction of E' edges whose rows have at most max_degree edges (-1: unknown) builds
-// the chunk plan for rows longer than chunk_edges.
+// the chunk plan for rows longer than chunk_edges: not when a known longest row is within
+// kLightOnlyDegree (csr_schedule.cuh), where every row stays whole in its group.
 inline bool chunked(int64_t num_edges, int64_t chunk_edges, int64_t max_degree) {
   return num_edges > chunk_edges &&
          (max_degree < 0 || max_degree > std::max(chunk_edges, kLightOnlyDegree));

@@ -102,6 +102,12 @@ struct HeavyPolicy {
   int64_t light_only_degree = 0;
 };
 
+// A known longest row up to this length runs whole, in one launch: the heavy passes (attention:
+// its chunk plan's scan, chunk and merge kernels) cost a few launches, more than they save on rows
+// this short (cora's longest has 169 edges). Propagate's light_only_degree and attention's
+// chunking (attention_common.cuh, chunked) both use it.
+constexpr int64_t kLightOnlyDegree = 256;
+
 // slot_bytes: workspace bytes of one segment's State for all F features; row_bytes: bytes of one
 // output row in the accumulation type (sets the budget); slot_bytes == 0 for an Op without merges.
 inline HeavyPlan make_heavy_plan(int64_t num_rows, int64_t num_edges, size_t slot_bytes,

@@ -144,7 +144,7 @@ size_t gather_slot_bytes(int64_t F) {
 // runs the light kernel alone (cora's has 169: one launch instead of six). Once a graph has longer
 // rows the heavy passes run anyway, and cutting every row above 64 edges (segments of at least 32)
 // balances the light kernel's lanes.
-constexpr HeavyPolicy kPolicy{64, 32, 256};
+constexpr HeavyPolicy kPolicy{64, 32, kLightOnlyDegree};
 
 template <typename T>
 HeavyPlan gather_plan(int64_t num_rows, int64_t num_edges, int64_t max_degree, int64_t F) {

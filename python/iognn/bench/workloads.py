@@ -317,8 +317,17 @@ def batch_steps(layer: str, device, seed):
     pool = block_pool(gen, device)
     x_src = torch.randn(b["num_src"], b["feat"], generator=gen).to(device).requires_grad_()
     x_dst = x_src[: b["num_dst"]]
+    error = torch.full((1,), -1, dtype=torch.long, device=device)
+
+    def deferred(edge_index):
+        return iognn.Graph(edge_index, (b["num_src"], b["num_dst"]), deferred_error=error,
+                           degree_bounds=(b["fanout"], -1))
+
+    variants = [("pyg", pyg_nn, None), ("iognn", io_nn, None)]
+    if layer == "SAGEConv":
+        variants.append(("iognn deferred", io_nn, deferred))
     out = {}
-    for impl, lib in (("pyg", pyg_nn), ("iognn", io_nn)):
+    for impl, lib, adjacency in variants:
         torch.manual_seed(seed)
         if layer == "GATConv":
             module = lib.GATConv((b["feat"], b["feat"]), HIDDEN // HEADS,
@@ -327,30 +336,16 @@ def batch_steps(layer: str, device, seed):
             module = lib.SAGEConv((b["feat"], b["feat"]), HIDDEN).to(device)
         counter = {"k": 0}
 
-        def step(module=module, counter=counter):
+        def step(module=module, counter=counter, adjacency=adjacency):
             clear_grads(module, (x_src,))
             counter["k"] += 1
             edge_index = pool[counter["k"] % len(pool)].clone()
-            out = module((x_src, x_dst), edge_index)
+            out = module((x_src, x_dst), edge_index if adjacency is None else adjacency(edge_index))
             out.backward(torch.ones_like(out))
         out[impl] = step
     if layer == "SAGEConv":
-        torch.manual_seed(seed)
-        module = io_nn.SAGEConv((b["feat"], b["feat"]), HIDDEN).to(device)
-        error = torch.full((1,), -1, dtype=torch.long, device=device)
-        counter = {"k": 0}
-
-        def deferred_step(module=module, counter=counter):
-            clear_grads(module, (x_src,))
-            counter["k"] += 1
-            graph = iognn.Graph(pool[counter["k"] % len(pool)].clone(),
-                                (b["num_src"], b["num_dst"]), deferred_error=error,
-                                degree_bounds=(b["fanout"], -1))
-            out = module((x_src, x_dst), graph)
-            out.backward(torch.ones_like(out))
-        deferred_step()
+        out["iognn deferred"]()
         iognn.graph.raise_deferred_error(error, "the sampled blocks")
-        out["iognn deferred"] = deferred_step
     return out
 
 
